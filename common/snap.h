@@ -1,0 +1,120 @@
+/*
+ * The snapshot: the profile ptfil writes at the peak and ptfil-view reads.
+ * This header is the in-memory model; only common/snap_*.c know the file syntax
+ * (documented in docs/snapshot-format.md).
+ */
+#ifndef PTFIL_SNAP_H
+#define PTFIL_SNAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define SNAP_FORMAT_VERSION 1
+
+/* What a stack's memory is. One stack node may appear once per kind. */
+enum snap_kind {
+	SNAP_KIND_MMAP = 'm',   /* anonymous mmap/mremap made by the program (thread stacks too) */
+	SNAP_KIND_BRK = 'b',    /* heap growth through brk */
+	SNAP_KIND_HEAP = 'h',   /* malloc-family blocks (later) */
+	SNAP_KIND_PSEUDO = 'p', /* memory with no call stack: main thread stack, before attach */
+};
+
+/* A loaded object: executable, shared library. */
+struct snap_module {
+	char *path;      /* as the target saw it */
+	char *build_id;  /* lower-case hex, or NULL when the object has none */
+	uint64_t base;   /* address where file offset 0 was mapped, in the target */
+};
+
+/* One frame: a code address resolved to a module and an offset in it. */
+struct snap_frame {
+	int32_t module;  /* index in modules[], or -1 (no module: JIT, vdso, pseudo frame) */
+	uint64_t offset; /* address - module base; the absolute address when module is -1 */
+	char *function;  /* symbol name, "[...]" for a pseudo frame, or NULL when unknown */
+};
+
+/*
+ * The stack trie. nodes[0] is the root and has no frame; every other node's
+ * parent has a smaller index. A stack is named by its innermost node: follow
+ * parent links to read it innermost first.
+ */
+struct snap_node {
+	uint32_t parent;
+	uint32_t frame;  /* index in frames[]; unused for the root */
+};
+
+/* The charge of one stack (at the peak, or at the end of the run). */
+struct snap_stack {
+	uint32_t node;     /* innermost node in nodes[] */
+	char kind;         /* enum snap_kind */
+	uint64_t charged;  /* resident (mappings) or requested (small heap blocks) bytes */
+	uint64_t reserved; /* virtual bytes */
+	uint64_t count;    /* live mappings or blocks */
+};
+
+struct snap_sample {
+	double time;       /* seconds since start */
+	uint64_t charged;
+	uint64_t rss;
+};
+
+struct snap_peak {
+	double time;       /* seconds since start */
+	uint64_t charged;
+	uint64_t reserved;
+	uint64_t rss;      /* process VmRSS at that moment */
+};
+
+struct snap_counter {
+	char *name;        /* e.g. "seccomp", "syscall-exit", "signal" */
+	uint64_t count;
+};
+
+struct snap {
+	unsigned version;          /* SNAP_FORMAT_VERSION when written by us */
+	char *ptfil_version;
+	char *mode;                /* "launch" or "attach" */
+	char **argv;               /* the profiled command line */
+	size_t argc;
+	int pid;
+	double start_time;         /* unix time, seconds */
+	double duration;           /* seconds from start to the snapshot */
+	int exit_status;           /* as a shell reports it (128+N for signal N); -1 if not exited */
+	uint64_t vmhwm;            /* VmHWM at exit or when written, bytes */
+	uint64_t page_size;
+	struct snap_peak peak;
+
+	struct snap_module *modules; size_t n_modules;
+	struct snap_frame *frames;   size_t n_frames;
+	struct snap_node *nodes;     size_t n_nodes;    /* n_nodes >= 1 once read */
+	struct snap_stack *stacks;   size_t n_stacks;   /* at the peak, any order */
+	struct snap_stack *live;     size_t n_live;     /* still live when written */
+	struct snap_sample *samples; size_t n_samples;  /* timeline, time ascending */
+	struct snap_counter *counters; size_t n_counters; /* stop counts by kind, other facts */
+};
+
+/* Zeroes s; the storage is the caller's. */
+void snap_init(struct snap *s);
+/* Frees everything s owns (every string and array) and zeroes it. */
+void snap_fin(struct snap *s);
+
+/*
+ * Writes s to path as gzip, atomically: a temporary file beside path, then
+ * rename. Returns 0, or -1 after reporting with error() (path is untouched).
+ */
+int snap_write(const struct snap *s, const char *path);
+
+/*
+ * Reads a snapshot into s (which snap_read initializes; the caller calls
+ * snap_fin in both outcomes). The file is untrusted: any truncation,
+ * corruption, excessive size or newer version gives -1 after one error()
+ * line naming the file, the line number and the problem.
+ */
+int snap_read(const char *path, struct snap *s);
+/* As snap_read, on an uncompressed buffer (for tests and fuzzing); name is used in messages. */
+int snap_read_mem(const char *buf, size_t len, const char *name, struct snap *s);
+
+/* The frames of stack node `node`, innermost first: writes up to max frame indexes to out, returns the depth. */
+size_t snap_stack_frames(const struct snap *s, uint32_t node, uint32_t *out, size_t max);
+
+#endif

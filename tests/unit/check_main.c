@@ -1,0 +1,18 @@
+/* Runs every unit suite; fork mode isolates tests (CK_FORK=no for a debugger). */
+#include <stdlib.h>
+#include "tests/unit/suites.h"
+#include "common/error.h"
+
+int main(void)
+{
+	error_set_progname("check_ptfil");
+	SRunner *sr = srunner_create(snap_suite());
+	srunner_add_suite(sr, maps_suite());
+	srunner_add_suite(sr, sym_suite());
+	srunner_add_suite(sr, ledger_suite());
+	srunner_add_suite(sr, stacks_suite());
+	srunner_run_all(sr, CK_NORMAL);
+	int failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+}

@@ -1,0 +1,10 @@
+/* The Check suites, one per module, chained by check_main.c. */
+#ifndef PTFIL_SUITES_H
+#define PTFIL_SUITES_H
+#include <check.h>
+Suite *snap_suite(void);
+Suite *maps_suite(void);
+Suite *sym_suite(void);
+Suite *ledger_suite(void);
+Suite *stacks_suite(void);
+#endif
