@@ -114,7 +114,12 @@ int snap_read(const char *path, struct snap *s);
 /* As snap_read, on an uncompressed buffer (for tests and fuzzing); name is used in messages. */
 int snap_read_mem(const char *buf, size_t len, const char *name, struct snap *s);
 
-/* The frames of stack node `node`, innermost first: writes up to max frame indexes to out, returns the depth. */
+/*
+ * The frames of stack node `node`, innermost first: writes up to max frame
+ * indexes to out and returns the whole depth, which may exceed max (as
+ * snprintf does), so a caller can print "... N more". A malformed trie (node
+ * or frame out of range, parent not smaller) ends the walk; it never loops.
+ */
 size_t snap_stack_frames(const struct snap *s, uint32_t node, uint32_t *out, size_t max);
 
 #endif

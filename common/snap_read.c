@@ -1,1 +1,686 @@
-/* placeholder */
+/* Reads a snapshot file into a struct snap, treating every byte as hostile. */
+#include "common/snap.h"
+#include "common/snap_syntax.h"
+#include "common/error.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <locale.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#define CHUNK (128 * 1024)
+
+struct reader {
+	const char *name;
+	struct snap *s;
+	gzFile gz;              /* NULL when reading from memory */
+	const char *chunk;      /* bytes not yet consumed: the memory buffer, or gzbuf */
+	size_t chunk_len;
+	char *gzbuf;
+	int at_eof;
+	char *line;             /* the current line, NUL-terminated, newline removed */
+	size_t line_len, line_cap;
+	size_t lineno;
+	uint64_t input;         /* uncompressed bytes consumed */
+	uint64_t memory;        /* bytes of records allocated */
+	int failed;
+
+	char **strs;            /* the `s` table, owned here; copies go into s */
+	size_t n_strs, cap_strs;
+	size_t cap_argv, cap_modules, cap_frames, cap_nodes, cap_stacks, cap_live,
+		cap_samples, cap_counters;
+	unsigned seen;          /* singleton records met so far, bit per enum single */
+	int ended;
+};
+
+/* Singleton records: each must appear exactly once before `e`. */
+enum single {
+	SEEN_PTFIL, SEEN_MODE, SEEN_PID, SEEN_START, SEEN_DURATION, SEEN_EXIT,
+	SEEN_VMHWM, SEEN_PAGESIZE, SEEN_PEAK, SEEN_COUNT
+};
+
+static const char single_tags[SEEN_COUNT] = {
+	SNAP_TAG_PTFIL, SNAP_TAG_MODE, SNAP_TAG_PID, SNAP_TAG_START, SNAP_TAG_DURATION,
+	SNAP_TAG_EXIT, SNAP_TAG_VMHWM, SNAP_TAG_PAGESIZE, SNAP_TAG_PEAK,
+};
+
+/* Reports the first problem only: one error line per failed read. */
+static int bad(struct reader *r, const char *fmt, ...) PTFIL_PRINTF(2, 3);
+static int bad(struct reader *r, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	if (r->failed)
+		return -1;
+	r->failed = 1;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (r->lineno)
+		return error("%s: line %zu: %s", r->name, r->lineno, msg);
+	return error("%s: %s", r->name, msg);
+}
+
+/* Counts allocations against SNAP_MAX_MEMORY before they are made. */
+static int charge(struct reader *r, uint64_t bytes)
+{
+	if (bytes > SNAP_MAX_MEMORY || r->memory > SNAP_MAX_MEMORY - bytes)
+		return bad(r, "snapshot too large (more than %llu MiB of records)",
+			   (unsigned long long)(SNAP_MAX_MEMORY >> 20));
+	r->memory += bytes;
+	return 0;
+}
+
+/* Makes room for one more element in *arr; *cap tracks capacity. */
+static int grow(struct reader *r, void *arrp, size_t *cap, size_t n, size_t elsize)
+{
+	void **arr = arrp;
+	if (n < *cap)
+		return 0;
+	size_t ncap = *cap ? *cap + *cap / 2 : 16;
+	if (charge(r, (uint64_t)(ncap - *cap) * elsize) < 0)
+		return -1;
+	void *p = realloc(*arr, ncap * elsize);
+	if (!p)
+		return bad(r, "out of memory");
+	*arr = p;
+	*cap = ncap;
+	return 0;
+}
+
+static char *dup_str(struct reader *r, const char *src)
+{
+	size_t len = strlen(src) + 1;
+	if (charge(r, len) < 0)
+		return NULL;
+	char *d = malloc(len);
+	if (!d) {
+		bad(r, "out of memory");
+		return NULL;
+	}
+	memcpy(d, src, len);
+	return d;
+}
+
+/* ---- lines ------------------------------------------------------------- */
+
+static int refill(struct reader *r)
+{
+	if (!r->gz || r->at_eof)
+		return 0;
+	int n = gzread(r->gz, r->gzbuf, CHUNK);
+	if (n > 0) {
+		r->chunk = r->gzbuf;
+		r->chunk_len = (size_t)n;
+		return 1;
+	}
+	r->at_eof = 1;
+	int zerr = Z_OK;
+	const char *msg = gzerror(r->gz, &zerr);
+	if (zerr == Z_ERRNO)
+		return bad(r, "read error: %s", strerror(errno));
+	if (zerr == Z_BUF_ERROR)
+		return bad(r, "truncated (the gzip stream ends early)");
+	if (zerr != Z_OK)
+		return bad(r, "corrupt gzip data (%s)", msg ? msg : "unknown error");
+	return 0;
+}
+
+static int append(struct reader *r, const char *p, size_t n, size_t max)
+{
+	if (r->line_len + n > max)
+		return -1;
+	if (r->line_len + n + 1 > r->line_cap) {
+		size_t cap = r->line_cap ? r->line_cap : 256;
+		while (cap < r->line_len + n + 1)
+			cap *= 2;
+		char *l = realloc(r->line, cap);
+		if (!l)
+			return bad(r, "out of memory");
+		r->line = l;
+		r->line_cap = cap;
+	}
+	memcpy(r->line + r->line_len, p, n);
+	r->line_len += n;
+	r->line[r->line_len] = '\0';
+	return 0;
+}
+
+/*
+ * Reads the next line into r->line. Returns 1, 0 at a clean end of input,
+ * -1 after reporting. A last line without its newline is a truncation.
+ */
+static int next_line(struct reader *r, size_t max)
+{
+	r->line_len = 0;
+	if (r->line)
+		r->line[0] = '\0';
+	r->lineno++;
+	for (;;) {
+		if (r->chunk_len == 0) {
+			int rc = refill(r);
+			if (rc < 0)
+				return -1;
+			if (rc == 0) {
+				if (r->line_len)
+					return bad(r, "truncated (the last line has no newline)");
+				r->lineno--;
+				return 0;
+			}
+		}
+		const char *nl = memchr(r->chunk, '\n', r->chunk_len);
+		size_t take = nl ? (size_t)(nl - r->chunk) : r->chunk_len;
+		if (r->input + take + 1 > SNAP_MAX_INPUT)
+			return bad(r, "snapshot too large (more than %llu GiB uncompressed)",
+				   (unsigned long long)(SNAP_MAX_INPUT >> 30));
+		if (append(r, r->chunk, take, max) < 0) {
+			if (r->failed)
+				return -1;
+			if (r->lineno == 1)
+				return bad(r, "not a ptfil snapshot (no '%s' first line)", SNAP_MAGIC);
+			return bad(r, "line longer than %u bytes", SNAP_MAX_LINE);
+		}
+		r->input += take;
+		r->chunk += take;
+		r->chunk_len -= take;
+		if (nl) {
+			r->chunk++;
+			r->chunk_len--;
+			r->input++;
+			if (memchr(r->line, '\0', r->line_len))
+				return r->lineno == 1
+					? bad(r, "not a ptfil snapshot (no '%s' first line)", SNAP_MAGIC)
+					: bad(r, "NUL byte in line");
+			return 1;
+		}
+	}
+}
+
+/* ---- fields ------------------------------------------------------------- */
+
+#define MAX_FIELDS 8
+
+/*
+ * Splits the line after its tag into fields separated by single spaces, in
+ * place, and checks there are exactly `want` of them.
+ */
+static int split(struct reader *r, char **f, size_t want)
+{
+	char *p = r->line + 1;
+	size_t n = 0;
+
+	if (*p == '\0')
+		return want ? bad(r, "expected %zu fields, found none", want) : 0;
+	if (*p != ' ')
+		return bad(r, "unknown tag '%.*s'", (int)(strcspn(r->line, " ") > 8 ? 8 : strcspn(r->line, " ")), r->line);
+	while (*p == ' ') {
+		*p++ = '\0';
+		if (*p == ' ' || *p == '\0')
+			return bad(r, "empty field");
+		if (n == MAX_FIELDS || n == want)
+			return bad(r, "too many fields (expected %zu)", want);
+		f[n++] = p;
+		p += strcspn(p, " ");
+	}
+	if (n != want)
+		return bad(r, "expected %zu fields, found %zu", want, n);
+	return 0;
+}
+
+static int parse_u64(struct reader *r, const char *t, uint64_t *out, const char *what)
+{
+	uint64_t v = 0;
+	if (!*t)
+		return bad(r, "malformed %s ''", what);
+	for (const char *p = t; *p; p++) {
+		if (*p < '0' || *p > '9' || p - t >= 20)
+			return bad(r, "malformed %s '%.32s'", what, t);
+		unsigned d = (unsigned)(*p - '0');
+		if (v > (UINT64_MAX - d) / 10)
+			return bad(r, "%s '%.32s' out of range", what, t);
+		v = v * 10 + d;
+	}
+	*out = v;
+	return 0;
+}
+
+static int parse_hex(struct reader *r, const char *t, uint64_t *out, const char *what)
+{
+	uint64_t v = 0;
+	if (!*t)
+		return bad(r, "malformed %s ''", what);
+	for (const char *p = t; *p; p++) {
+		unsigned d;
+		if (*p >= '0' && *p <= '9')
+			d = (unsigned)(*p - '0');
+		else if (*p >= 'a' && *p <= 'f')
+			d = (unsigned)(*p - 'a' + 10);
+		else
+			return bad(r, "malformed %s '%.32s' (lower-case hexadecimal expected)", what, t);
+		if (v >> 60)
+			return bad(r, "%s '%.32s' out of range", what, t);
+		v = v << 4 | d;
+	}
+	*out = v;
+	return 0;
+}
+
+/* A signed decimal in [lo, hi]. */
+static int parse_int(struct reader *r, const char *t, long long lo, long long hi,
+		     long long *out, const char *what)
+{
+	uint64_t mag;
+	int neg = *t == '-';
+	if (parse_u64(r, t + neg, &mag, what) < 0)
+		return -1;
+	if (mag > (uint64_t)LLONG_MAX)
+		return bad(r, "%s '%.32s' out of range", what, t);
+	long long v = neg ? -(long long)mag : (long long)mag;
+	if (v < lo || v > hi)
+		return bad(r, "%s %lld out of range", what, v);
+	*out = v;
+	return 0;
+}
+
+/* A finite decimal number; the caller has switched to the "C" locale. */
+static int parse_double(struct reader *r, const char *t, double *out, const char *what)
+{
+	size_t n = strlen(t);
+	if (n == 0 || n > 64 || strspn(t, "0123456789.eE+-") != n)
+		return bad(r, "malformed %s '%.32s'", what, t);
+	char *end;
+	errno = 0;
+	double v = strtod(t, &end);
+	if (*end || !isfinite(v) || errno == ERANGE)
+		return bad(r, "malformed %s '%.32s'", what, t);
+	*out = v;
+	return 0;
+}
+
+static int parse_index(struct reader *r, const char *t, size_t limit, uint32_t *out, const char *what)
+{
+	uint64_t v;
+	if (parse_u64(r, t, &v, what) < 0)
+		return -1;
+	if (v >= limit)
+		return bad(r, "%s %llu refers to nothing (only %zu defined so far)",
+			   what, (unsigned long long)v, limit);
+	*out = (uint32_t)v;
+	return 0;
+}
+
+/* A copy of the string that field t refers to; *out stays NULL for "-" when optional. */
+static int parse_str(struct reader *r, const char *t, int optional, char **out, const char *what)
+{
+	uint32_t i = 0;
+	*out = NULL;
+	if (optional && strcmp(t, SNAP_NONE) == 0)
+		return 0;
+	if (parse_index(r, t, r->n_strs, &i, what) < 0)
+		return -1;
+	*out = dup_str(r, r->strs[i]);
+	return *out ? 0 : -1;
+}
+
+/* ---- records ------------------------------------------------------------ */
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+static int rec_string(struct reader *r)
+{
+	const char *p = r->line + 1;
+	if (*p == ' ')
+		p++;
+	else if (*p)
+		return bad(r, "unknown tag '%c%c'", r->line[0], *p);
+	if (grow(r, &r->strs, &r->cap_strs, r->n_strs, sizeof(*r->strs)) < 0)
+		return -1;
+	/* Unescaping only shrinks, so the text fits in its own length. */
+	size_t len = strlen(p);
+	if (charge(r, len + 1) < 0)
+		return -1;
+	char *d = malloc(len + 1), *q = d;
+	if (!d)
+		return bad(r, "out of memory");
+	for (; *p; p++) {
+		unsigned char c = (unsigned char)*p;
+		if (c < 0x20 || c == 0x7f) {
+			free(d);
+			return bad(r, "unescaped control byte 0x%02x in string", c);
+		}
+		if (c != '\\') {
+			*q++ = (char)c;
+			continue;
+		}
+		p++;
+		if (*p == '\\') {
+			*q++ = '\\';
+		} else if (*p == 'n') {
+			*q++ = '\n';
+		} else if (*p == 'x' && hexval(p[1]) >= 0 && hexval(p[2]) >= 0 &&
+			   (hexval(p[1]) | hexval(p[2]))) {
+			*q++ = (char)(hexval(p[1]) << 4 | hexval(p[2]));
+			p += 2;
+		} else {
+			free(d);
+			return bad(r, "bad escape in string");
+		}
+	}
+	*q = '\0';
+	r->strs[r->n_strs++] = d;
+	return 0;
+}
+
+static int set_single(struct reader *r, enum single which)
+{
+	if (r->seen & (1u << which))
+		return bad(r, "duplicate '%c' record", single_tags[which]);
+	r->seen |= 1u << which;
+	return 0;
+}
+
+static int rec_stack(struct reader *r, char **f, struct snap_stack **arr, size_t *n, size_t *cap)
+{
+	struct snap_stack st = { 0 };
+	if (split(r, f, 5) < 0 ||
+	    parse_index(r, f[0], r->s->n_nodes, &st.node, "stack node") < 0)
+		return -1;
+	if (f[1][1] || (f[1][0] != SNAP_KIND_MMAP && f[1][0] != SNAP_KIND_BRK &&
+			f[1][0] != SNAP_KIND_HEAP && f[1][0] != SNAP_KIND_PSEUDO))
+		return bad(r, "unknown stack kind '%.8s'", f[1]);
+	st.kind = f[1][0];
+	if (parse_u64(r, f[2], &st.charged, "charged bytes") < 0 ||
+	    parse_u64(r, f[3], &st.reserved, "reserved bytes") < 0 ||
+	    parse_u64(r, f[4], &st.count, "count") < 0 ||
+	    grow(r, arr, cap, *n, sizeof(**arr)) < 0)
+		return -1;
+	(*arr)[(*n)++] = st;
+	return 0;
+}
+
+static int rec_end(struct reader *r)
+{
+	char *f[MAX_FIELDS];
+	if (split(r, f, 0) < 0)
+		return -1;
+	for (int i = 0; i < SEEN_COUNT; i++)
+		if (!(r->seen & (1u << i)))
+			return bad(r, "end marker before the required '%c' record", single_tags[i]);
+	r->ended = 1;
+	return 0;
+}
+
+static int record(struct reader *r)
+{
+	struct snap *s = r->s;
+	char *f[MAX_FIELDS];
+	long long ll;
+	uint64_t u;
+
+	switch (r->line[0]) {
+	case '\0':
+	case SNAP_TAG_COMMENT:
+		return 0;
+	case SNAP_TAG_STRING:
+		return rec_string(r);
+	case SNAP_TAG_PTFIL:
+		if (set_single(r, SEEN_PTFIL) < 0 || split(r, f, 1) < 0)
+			return -1;
+		return parse_str(r, f[0], 0, &s->ptfil_version, "string");
+	case SNAP_TAG_MODE:
+		if (set_single(r, SEEN_MODE) < 0 || split(r, f, 1) < 0)
+			return -1;
+		return parse_str(r, f[0], 0, &s->mode, "string");
+	case SNAP_TAG_ARG:
+		if (split(r, f, 1) < 0 || grow(r, &s->argv, &r->cap_argv, s->argc, sizeof(*s->argv)) < 0)
+			return -1;
+		if (parse_str(r, f[0], 0, &s->argv[s->argc], "string") < 0)
+			return -1;
+		s->argc++;
+		return 0;
+	case SNAP_TAG_PID:
+		if (set_single(r, SEEN_PID) < 0 || split(r, f, 1) < 0 ||
+		    parse_int(r, f[0], INT_MIN, INT_MAX, &ll, "pid") < 0)
+			return -1;
+		s->pid = (int)ll;
+		return 0;
+	case SNAP_TAG_START:
+		if (set_single(r, SEEN_START) < 0 || split(r, f, 1) < 0)
+			return -1;
+		return parse_double(r, f[0], &s->start_time, "start time");
+	case SNAP_TAG_DURATION:
+		if (set_single(r, SEEN_DURATION) < 0 || split(r, f, 1) < 0)
+			return -1;
+		return parse_double(r, f[0], &s->duration, "duration");
+	case SNAP_TAG_EXIT:
+		if (set_single(r, SEEN_EXIT) < 0 || split(r, f, 1) < 0 ||
+		    parse_int(r, f[0], -1, INT_MAX, &ll, "exit status") < 0)
+			return -1;
+		s->exit_status = (int)ll;
+		return 0;
+	case SNAP_TAG_VMHWM:
+		if (set_single(r, SEEN_VMHWM) < 0 || split(r, f, 1) < 0)
+			return -1;
+		return parse_u64(r, f[0], &s->vmhwm, "VmHWM");
+	case SNAP_TAG_PAGESIZE:
+		if (set_single(r, SEEN_PAGESIZE) < 0 || split(r, f, 1) < 0)
+			return -1;
+		return parse_u64(r, f[0], &s->page_size, "page size");
+	case SNAP_TAG_PEAK:
+		if (set_single(r, SEEN_PEAK) < 0 || split(r, f, 4) < 0)
+			return -1;
+		return parse_double(r, f[0], &s->peak.time, "peak time") < 0 ||
+		       parse_u64(r, f[1], &s->peak.charged, "charged bytes") < 0 ||
+		       parse_u64(r, f[2], &s->peak.reserved, "reserved bytes") < 0 ||
+		       parse_u64(r, f[3], &s->peak.rss, "RSS") < 0 ? -1 : 0;
+	case SNAP_TAG_MODULE: {
+		if (split(r, f, 3) < 0)
+			return -1;
+		if (s->n_modules >= INT32_MAX)
+			return bad(r, "too many modules");
+		if (grow(r, &s->modules, &r->cap_modules, s->n_modules, sizeof(*s->modules)) < 0)
+			return -1;
+		struct snap_module *m = &s->modules[s->n_modules];
+		memset(m, 0, sizeof(*m));
+		/* Counted before parsing so that snap_fin frees what was parsed. */
+		s->n_modules++;
+		return parse_str(r, f[0], 0, &m->path, "string") < 0 ||
+		       parse_str(r, f[1], 1, &m->build_id, "string") < 0 ||
+		       parse_hex(r, f[2], &m->base, "module base") < 0 ? -1 : 0;
+	}
+	case SNAP_TAG_FRAME: {
+		if (split(r, f, 3) < 0)
+			return -1;
+		if (s->n_frames >= UINT32_MAX)
+			return bad(r, "too many frames");
+		if (parse_int(r, f[0], -1, (long long)s->n_modules - 1, &ll, "module") < 0)
+			return -1;
+		if (parse_hex(r, f[1], &u, "offset") < 0 ||
+		    grow(r, &s->frames, &r->cap_frames, s->n_frames, sizeof(*s->frames)) < 0)
+			return -1;
+		struct snap_frame *fr = &s->frames[s->n_frames];
+		fr->module = (int32_t)ll;
+		fr->offset = u;
+		fr->function = NULL;
+		s->n_frames++;
+		return parse_str(r, f[2], 1, &fr->function, "string");
+	}
+	case SNAP_TAG_NODE: {
+		uint32_t parent = 0, frame = 0;
+		if (split(r, f, 2) < 0)
+			return -1;
+		if (s->n_nodes >= UINT32_MAX)
+			return bad(r, "too many stack nodes");
+		/* The parent must come first: this is what makes the trie acyclic. */
+		if (parse_index(r, f[0], s->n_nodes, &parent, "parent node") < 0 ||
+		    parse_index(r, f[1], s->n_frames, &frame, "frame") < 0 ||
+		    grow(r, &s->nodes, &r->cap_nodes, s->n_nodes, sizeof(*s->nodes)) < 0)
+			return -1;
+		s->nodes[s->n_nodes].parent = parent;
+		s->nodes[s->n_nodes].frame = frame;
+		s->n_nodes++;
+		return 0;
+	}
+	case SNAP_TAG_STACK:
+		return rec_stack(r, f, &s->stacks, &s->n_stacks, &r->cap_stacks);
+	case SNAP_TAG_LIVE:
+		return rec_stack(r, f, &s->live, &s->n_live, &r->cap_live);
+	case SNAP_TAG_SAMPLE: {
+		struct snap_sample smp;
+		if (split(r, f, 3) < 0 ||
+		    parse_double(r, f[0], &smp.time, "sample time") < 0 ||
+		    parse_u64(r, f[1], &smp.charged, "charged bytes") < 0 ||
+		    parse_u64(r, f[2], &smp.rss, "RSS") < 0 ||
+		    grow(r, &s->samples, &r->cap_samples, s->n_samples, sizeof(*s->samples)) < 0)
+			return -1;
+		s->samples[s->n_samples++] = smp;
+		return 0;
+	}
+	case SNAP_TAG_COUNTER: {
+		if (split(r, f, 2) < 0 || parse_u64(r, f[1], &u, "count") < 0 ||
+		    grow(r, &s->counters, &r->cap_counters, s->n_counters, sizeof(*s->counters)) < 0)
+			return -1;
+		struct snap_counter *c = &s->counters[s->n_counters];
+		c->count = u;
+		if (parse_str(r, f[0], 0, &c->name, "string") < 0)
+			return -1;
+		s->n_counters++;
+		return 0;
+	}
+	case SNAP_TAG_END:
+		return rec_end(r);
+	default: {
+		unsigned char c = (unsigned char)r->line[0];
+		if (c < 0x20 || c >= 0x7f)
+			return bad(r, "unknown tag (byte 0x%02x)", c);
+		return bad(r, "unknown tag '%c'", c);
+	}
+	}
+}
+
+/* The first line: the magic and a version we know. */
+static int header(struct reader *r)
+{
+	int rc = next_line(r, 64);
+	if (rc < 0)
+		return -1;
+	if (rc == 0)
+		return bad(r, "empty file, not a ptfil snapshot");
+	size_t ml = strlen(SNAP_MAGIC);
+	if (strncmp(r->line, SNAP_MAGIC, ml) != 0 || r->line[ml] != ' ')
+		return bad(r, "not a ptfil snapshot (no '%s' first line)", SNAP_MAGIC);
+	const char *v = r->line + ml + 1;
+	uint64_t version;
+	size_t n = strlen(v);
+	if (n == 0 || n > 9 || strspn(v, "0123456789") != n)
+		return bad(r, "malformed format version '%.16s'", v);
+	version = strtoull(v, NULL, 10);
+	if (version > SNAP_FORMAT_VERSION)
+		return bad(r, "snapshot format %llu is newer than this %s reads (%d); upgrade ptfil",
+			   (unsigned long long)version, error_progname(), SNAP_FORMAT_VERSION);
+	if (version < 1)
+		return bad(r, "unsupported snapshot format %llu", (unsigned long long)version);
+	r->s->version = (unsigned)version;
+	return 0;
+}
+
+static int read_all(struct reader *r)
+{
+	int rc = header(r);
+
+	/* Node 0, the root, is implicit in the file. */
+	if (rc == 0 && grow(r, &r->s->nodes, &r->cap_nodes, 0, sizeof(*r->s->nodes)) == 0) {
+		r->s->nodes[0].parent = 0;
+		r->s->nodes[0].frame = 0;
+		r->s->n_nodes = 1;
+	}
+	while (!r->failed) {
+		rc = next_line(r, SNAP_MAX_LINE);
+		if (rc < 0)
+			break;
+		if (rc == 0) {
+			if (!r->ended)
+				bad(r, "truncated (no end marker)");
+			break;
+		}
+		if (r->ended) {
+			bad(r, "data after the end marker");
+			break;
+		}
+		record(r);
+	}
+	return r->failed ? -1 : 0;
+}
+
+static int run(struct reader *r, struct snap *s)
+{
+	snap_init(s);
+	r->s = s;
+	/* Doubles are written in the "C" locale; read them so whatever the caller set. */
+	locale_t c = newlocale(LC_ALL_MASK, "C", (locale_t)0);
+	locale_t old = c ? uselocale(c) : (locale_t)0;
+	int rc = read_all(r);
+	if (c) {
+		uselocale(old);
+		freelocale(c);
+	}
+	for (size_t i = 0; i < r->n_strs; i++)
+		free(r->strs[i]);
+	free(r->strs);
+	free(r->line);
+	return rc;
+}
+
+int snap_read_mem(const char *buf, size_t len, const char *name, struct snap *s)
+{
+	struct reader r = { .name = name, .chunk = buf, .chunk_len = len };
+	return run(&r, s);
+}
+
+int snap_read(const char *path, struct snap *s)
+{
+	struct reader r = { .name = path };
+	struct stat st;
+
+	snap_init(s);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return error_errno("%s: cannot open", path);
+	if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+		close(fd);
+		return error("%s: is a directory", path);
+	}
+	r.gz = gzdopen(fd, "rb");
+	r.gzbuf = malloc(CHUNK);
+	if (!r.gz || !r.gzbuf) {
+		if (r.gz)
+			gzclose(r.gz);
+		else
+			close(fd);
+		free(r.gzbuf);
+		return error("%s: out of memory", path);
+	}
+	gzbuffer(r.gz, CHUNK);
+	int rc = run(&r, s);
+	gzclose(r.gz);
+	free(r.gzbuf);
+	return rc;
+}

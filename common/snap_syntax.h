@@ -1,0 +1,44 @@
+/*
+ * The snapshot file syntax shared by snap_write.c and snap_read.c: the first
+ * line, the record tags and the limits. docs/snapshot-format.md is the
+ * reference; change both together and bump SNAP_FORMAT_VERSION in snap.h.
+ */
+#ifndef PTFIL_SNAP_SYNTAX_H
+#define PTFIL_SNAP_SYNTAX_H
+
+/* First line: SNAP_MAGIC, one space, the format version in decimal. */
+#define SNAP_MAGIC "ptfil-snapshot"
+
+/* Record tags: the first byte of every line after the first. */
+enum snap_tag {
+	SNAP_TAG_COMMENT = '#',
+	SNAP_TAG_STRING = 's',     /* s TEXT: next string number, TEXT escaped */
+	SNAP_TAG_PTFIL = 'V',      /* V STR: ptfil version that wrote the file */
+	SNAP_TAG_MODE = 'o',       /* o STR: "launch" or "attach" */
+	SNAP_TAG_ARG = 'a',        /* a STR: next argument of the command line */
+	SNAP_TAG_PID = 'i',        /* i PID */
+	SNAP_TAG_START = 'T',      /* T SECONDS: unix start time */
+	SNAP_TAG_DURATION = 'd',   /* d SECONDS */
+	SNAP_TAG_EXIT = 'x',       /* x STATUS: -1 when not exited */
+	SNAP_TAG_VMHWM = 'w',      /* w BYTES */
+	SNAP_TAG_PAGESIZE = 'z',   /* z BYTES */
+	SNAP_TAG_PEAK = 'p',       /* p TIME CHARGED RESERVED RSS */
+	SNAP_TAG_MODULE = 'm',     /* m PATH BUILDID|- BASEHEX */
+	SNAP_TAG_FRAME = 'f',      /* f MODULE|-1 OFFSETHEX FUNCTION|- */
+	SNAP_TAG_NODE = 'n',       /* n PARENT FRAME (node 0 is the implicit root) */
+	SNAP_TAG_STACK = 'k',      /* k NODE KIND CHARGED RESERVED COUNT, at the peak */
+	SNAP_TAG_LIVE = 'l',       /* l NODE KIND CHARGED RESERVED COUNT, live at the end */
+	SNAP_TAG_SAMPLE = 't',     /* t TIME CHARGED RSS */
+	SNAP_TAG_COUNTER = 'c',    /* c NAME COUNT */
+	SNAP_TAG_END = 'e',        /* e: last line; anything after it is an error */
+};
+
+/* Written where an optional string reference is absent. */
+#define SNAP_NONE "-"
+
+/* Reader limits: a hostile file cannot make us allocate or read without bound. */
+#define SNAP_MAX_LINE (1u << 20)                 /* bytes per line, newline excluded */
+#define SNAP_MAX_MEMORY ((uint64_t)1 << 30)      /* bytes of records held in memory */
+#define SNAP_MAX_INPUT ((uint64_t)4 << 30)       /* uncompressed bytes read in all */
+
+#endif

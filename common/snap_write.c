@@ -1,1 +1,465 @@
-/* placeholder */
+/* Writes a struct snap as a gzip-compressed snapshot file, atomically. */
+#include "common/snap.h"
+#include "common/snap_syntax.h"
+#include "common/error.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <locale.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+/*
+ * Strings are interned by content: the same function name or path is written
+ * once as an `s` line, just before its first use, and referred to by number.
+ */
+struct intern {
+	const char **keys;   /* borrowed from the snap being written */
+	uint32_t *ids;
+	size_t cap;          /* power of two, 0 before the first insertion */
+	size_t n;
+};
+
+struct writer {
+	const char *path;
+	gzFile gz;
+	char *buf;           /* pending output, flushed to gz in large pieces */
+	size_t len, cap;
+	int failed;          /* errno-style cause of the first failure, 0 if none */
+	const char *failed_what;
+	struct intern strings;
+	uint32_t n_strings;
+};
+
+#define FLUSH_AT (64 * 1024)
+
+static uint64_t hash_str(const char *s)
+{
+	uint64_t h = 1469598103934665603ull;  /* FNV-1a */
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 1099511628211ull;
+	return h;
+}
+
+static void fail(struct writer *w, int err, const char *what)
+{
+	if (!w->failed) {
+		w->failed = err ? err : EIO;
+		w->failed_what = what;
+	}
+}
+
+static void flush(struct writer *w)
+{
+	if (w->failed || w->len == 0)
+		return;
+	size_t off = 0;
+	while (off < w->len) {
+		unsigned chunk = w->len - off > (1u << 30) ? (1u << 30) : (unsigned)(w->len - off);
+		errno = 0;
+		int n = gzwrite(w->gz, w->buf + off, chunk);
+		if (n <= 0) {
+			int zerr;
+			gzerror(w->gz, &zerr);
+			fail(w, zerr == Z_ERRNO ? errno : EIO, "write");
+			return;
+		}
+		off += (size_t)n;
+	}
+	w->len = 0;
+}
+
+static void reserve(struct writer *w, size_t more)
+{
+	if (w->failed || w->len + more <= w->cap)
+		return;
+	size_t cap = w->cap ? w->cap : 2 * FLUSH_AT;
+	while (cap < w->len + more)
+		cap *= 2;
+	char *b = realloc(w->buf, cap);
+	if (!b) {
+		fail(w, ENOMEM, "allocate");
+		return;
+	}
+	w->buf = b;
+	w->cap = cap;
+}
+
+static void put(struct writer *w, const char *s, size_t n)
+{
+	reserve(w, n);
+	if (w->failed)
+		return;
+	memcpy(w->buf + w->len, s, n);
+	w->len += n;
+}
+
+static void putf(struct writer *w, const char *fmt, ...) PTFIL_PRINTF(2, 3);
+static void putf(struct writer *w, const char *fmt, ...)
+{
+	char tmp[256];
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+	va_end(ap);
+	/* Only numbers go through here; strings use put_escaped. */
+	if (n < 0 || (size_t)n >= sizeof(tmp)) {
+		fail(w, EINVAL, "format");
+		return;
+	}
+	put(w, tmp, (size_t)n);
+}
+
+/* Ends a record: lines are flushed in large pieces, not one by one. */
+static void endl(struct writer *w)
+{
+	put(w, "\n", 1);
+	if (w->len >= FLUSH_AT)
+		flush(w);
+}
+
+/* The shortest %g text that reads back as the same double; 0 for non-finite. */
+static void put_double(struct writer *w, double v)
+{
+	char tmp[64];
+	if (!isfinite(v))
+		v = 0;
+	for (int prec = 1; prec <= 17; prec++) {
+		snprintf(tmp, sizeof(tmp), "%.*g", prec, v);
+		if (strtod(tmp, NULL) == v)
+			break;
+	}
+	put(w, tmp, strlen(tmp));
+}
+
+static void put_escaped(struct writer *w, const char *s)
+{
+	static const char hex[] = "0123456789abcdef";
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if (*p == '\\') {
+			put(w, "\\\\", 2);
+		} else if (*p == '\n') {
+			put(w, "\\n", 2);
+		} else if (*p < 0x20 || *p == 0x7f) {
+			char e[4] = { '\\', 'x', hex[*p >> 4], hex[*p & 15] };
+			put(w, e, 4);
+		} else {
+			put(w, (const char *)p, 1);
+		}
+	}
+}
+
+static int intern_grow(struct intern *in)
+{
+	size_t cap = in->cap ? in->cap * 2 : 1024;
+	const char **keys = calloc(cap, sizeof(*keys));
+	uint32_t *ids = calloc(cap, sizeof(*ids));
+	if (!keys || !ids) {
+		free(keys);
+		free(ids);
+		return -1;
+	}
+	for (size_t i = 0; i < in->cap; i++) {
+		if (!in->keys[i])
+			continue;
+		size_t j = hash_str(in->keys[i]) & (cap - 1);
+		while (keys[j])
+			j = (j + 1) & (cap - 1);
+		keys[j] = in->keys[i];
+		ids[j] = in->ids[i];
+	}
+	free(in->keys);
+	free(in->ids);
+	in->keys = keys;
+	in->ids = ids;
+	in->cap = cap;
+	return 0;
+}
+
+/*
+ * Writes the number of string s, first defining it with an `s` line if this
+ * is its first use. The definition goes out before the record that uses it,
+ * so the pending record text is held aside while it is written.
+ */
+static void put_str_ref(struct writer *w, char *line, size_t *line_len, const char *s)
+{
+	char num[16];
+	if (!s)
+		s = "";
+	if (w->strings.n * 2 >= w->strings.cap && intern_grow(&w->strings) < 0) {
+		fail(w, ENOMEM, "allocate");
+		return;
+	}
+	size_t j = hash_str(s) & (w->strings.cap - 1);
+	while (w->strings.keys[j] && strcmp(w->strings.keys[j], s) != 0)
+		j = (j + 1) & (w->strings.cap - 1);
+	if (!w->strings.keys[j]) {
+		w->strings.keys[j] = s;
+		w->strings.ids[j] = w->n_strings++;
+		w->strings.n++;
+		put(w, "s ", 2);
+		put_escaped(w, s);
+		endl(w);
+	}
+	int n = snprintf(num, sizeof(num), "%u", (unsigned)w->strings.ids[j]);
+	memcpy(line + *line_len, num, (size_t)n);
+	*line_len += (size_t)n;
+}
+
+/*
+ * A record built in a small line buffer: string references may emit `s`
+ * lines of their own, which must precede it in the file.
+ */
+struct rec {
+	char text[512];
+	size_t len;
+};
+
+static void rec_start(struct rec *r, char tag)
+{
+	r->text[0] = tag;
+	r->len = 1;
+}
+
+static void rec_str(struct writer *w, struct rec *r, const char *s)
+{
+	r->text[r->len++] = ' ';
+	put_str_ref(w, r->text, &r->len, s);
+}
+
+static void rec_opt_str(struct writer *w, struct rec *r, const char *s)
+{
+	if (s) {
+		rec_str(w, r, s);
+	} else {
+		r->text[r->len++] = ' ';
+		r->text[r->len++] = '-';
+	}
+}
+
+static void rec_fmt(struct rec *r, const char *fmt, ...) PTFIL_PRINTF(2, 3);
+static void rec_fmt(struct rec *r, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(r->text + r->len, sizeof(r->text) - r->len, fmt, ap);
+	va_end(ap);
+	if (n > 0)
+		r->len += (size_t)n;
+	if (r->len >= sizeof(r->text))  /* cannot happen: a record holds at most 6 numbers */
+		r->len = sizeof(r->text) - 1;
+}
+
+static void rec_end(struct writer *w, struct rec *r)
+{
+	put(w, r->text, r->len);
+	endl(w);
+}
+
+static void put_stack(struct writer *w, char tag, const struct snap_stack *st)
+{
+	putf(w, "%c %u %c %llu %llu %llu", tag, (unsigned)st->node, st->kind,
+	     (unsigned long long)st->charged, (unsigned long long)st->reserved,
+	     (unsigned long long)st->count);
+	endl(w);
+}
+
+static int valid_kind(char k)
+{
+	return k == SNAP_KIND_MMAP || k == SNAP_KIND_BRK || k == SNAP_KIND_HEAP || k == SNAP_KIND_PSEUDO;
+}
+
+/*
+ * The writer refuses what the reader would refuse, so that ptfil never
+ * leaves a snapshot that ptfil-view cannot open. Returns a reason or NULL.
+ */
+static const char *invalid(const struct snap *s)
+{
+	size_t n_nodes = s->n_nodes ? s->n_nodes : 1;
+	if (n_nodes > UINT32_MAX || s->n_frames > UINT32_MAX || s->n_modules > INT32_MAX)
+		return "too many nodes, frames or modules";
+	if ((s->argc && !s->argv) || (s->n_modules && !s->modules) || (s->n_frames && !s->frames) ||
+	    (s->n_nodes && !s->nodes) || (s->n_stacks && !s->stacks) || (s->n_live && !s->live) ||
+	    (s->n_samples && !s->samples) || (s->n_counters && !s->counters))
+		return "array missing";
+	for (size_t i = 0; i < s->n_frames; i++)
+		if (s->frames[i].module < -1 || (s->frames[i].module >= 0 &&
+						 (size_t)s->frames[i].module >= s->n_modules))
+			return "frame refers to a missing module";
+	for (size_t i = 1; i < s->n_nodes; i++)
+		if (s->nodes[i].parent >= i || s->nodes[i].frame >= s->n_frames)
+			return "stack trie node out of order or refers to a missing frame";
+	for (size_t i = 0; i < s->n_stacks; i++)
+		if (s->stacks[i].node >= n_nodes || !valid_kind(s->stacks[i].kind))
+			return "peak stack refers to a missing node or has an unknown kind";
+	for (size_t i = 0; i < s->n_live; i++)
+		if (s->live[i].node >= n_nodes || !valid_kind(s->live[i].kind))
+			return "live stack refers to a missing node or has an unknown kind";
+	return NULL;
+}
+
+static void put_snap(struct writer *w, const struct snap *s)
+{
+	struct rec r;
+	size_t i;
+
+	putf(w, "%s %d", SNAP_MAGIC, SNAP_FORMAT_VERSION);
+	endl(w);
+	static const char comment[] = "# ptfil snapshot, see docs/snapshot-format.md";
+	put(w, comment, sizeof(comment) - 1);
+	endl(w);
+
+	rec_start(&r, SNAP_TAG_PTFIL);
+	rec_str(w, &r, s->ptfil_version);
+	rec_end(w, &r);
+	rec_start(&r, SNAP_TAG_MODE);
+	rec_str(w, &r, s->mode);
+	rec_end(w, &r);
+	for (i = 0; i < s->argc; i++) {
+		rec_start(&r, SNAP_TAG_ARG);
+		rec_str(w, &r, s->argv[i]);
+		rec_end(w, &r);
+	}
+	putf(w, "%c %d", SNAP_TAG_PID, s->pid);
+	endl(w);
+	putf(w, "%c ", SNAP_TAG_START);
+	put_double(w, s->start_time);
+	endl(w);
+	putf(w, "%c ", SNAP_TAG_DURATION);
+	put_double(w, s->duration);
+	endl(w);
+	putf(w, "%c %d", SNAP_TAG_EXIT, s->exit_status);
+	endl(w);
+	putf(w, "%c %llu", SNAP_TAG_VMHWM, (unsigned long long)s->vmhwm);
+	endl(w);
+	putf(w, "%c %llu", SNAP_TAG_PAGESIZE, (unsigned long long)s->page_size);
+	endl(w);
+	putf(w, "%c ", SNAP_TAG_PEAK);
+	put_double(w, s->peak.time);
+	putf(w, " %llu %llu %llu", (unsigned long long)s->peak.charged,
+	     (unsigned long long)s->peak.reserved, (unsigned long long)s->peak.rss);
+	endl(w);
+
+	for (i = 0; i < s->n_modules && !w->failed; i++) {
+		rec_start(&r, SNAP_TAG_MODULE);
+		rec_str(w, &r, s->modules[i].path);
+		rec_opt_str(w, &r, s->modules[i].build_id);
+		rec_fmt(&r, " %llx", (unsigned long long)s->modules[i].base);
+		rec_end(w, &r);
+	}
+	for (i = 0; i < s->n_frames && !w->failed; i++) {
+		rec_start(&r, SNAP_TAG_FRAME);
+		rec_fmt(&r, " %d %llx", (int)s->frames[i].module, (unsigned long long)s->frames[i].offset);
+		rec_opt_str(w, &r, s->frames[i].function);
+		rec_end(w, &r);
+	}
+	for (i = 1; i < s->n_nodes && !w->failed; i++) {
+		putf(w, "%c %u %u", SNAP_TAG_NODE, (unsigned)s->nodes[i].parent, (unsigned)s->nodes[i].frame);
+		endl(w);
+	}
+	for (i = 0; i < s->n_stacks && !w->failed; i++)
+		put_stack(w, SNAP_TAG_STACK, &s->stacks[i]);
+	for (i = 0; i < s->n_live && !w->failed; i++)
+		put_stack(w, SNAP_TAG_LIVE, &s->live[i]);
+	for (i = 0; i < s->n_samples && !w->failed; i++) {
+		putf(w, "%c ", SNAP_TAG_SAMPLE);
+		put_double(w, s->samples[i].time);
+		putf(w, " %llu %llu", (unsigned long long)s->samples[i].charged,
+		     (unsigned long long)s->samples[i].rss);
+		endl(w);
+	}
+	for (i = 0; i < s->n_counters && !w->failed; i++) {
+		rec_start(&r, SNAP_TAG_COUNTER);
+		rec_str(w, &r, s->counters[i].name);
+		rec_fmt(&r, " %llu", (unsigned long long)s->counters[i].count);
+		rec_end(w, &r);
+	}
+	putf(w, "%c", SNAP_TAG_END);
+	endl(w);
+	flush(w);
+}
+
+/* Makes the rename itself durable; a failure here loses nothing already written. */
+static void sync_dir(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+	if (!dir)
+		return;
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd >= 0) {
+		fsync(fd);
+		close(fd);
+	}
+	free(dir);
+}
+
+int snap_write(const struct snap *s, const char *path)
+{
+	struct writer w = { .path = path };
+	const char *why = invalid(s);
+	if (why)
+		return error("cannot write %s: invalid snapshot: %s", path, why);
+
+	size_t tlen = strlen(path) + 32;
+	char *tmp = malloc(tlen);
+	if (!tmp)
+		return error("cannot write %s: out of memory", path);
+	snprintf(tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
+
+	/* A stale file of an earlier ptfil with our pid is ours to replace; a symlink is not. */
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0666);
+	if (fd < 0) {
+		error_errno("cannot write %s: cannot create temporary file %s", path, tmp);
+		free(tmp);
+		return -1;
+	}
+	int gzfd = dup(fd);
+	if (gzfd >= 0)
+		w.gz = gzdopen(gzfd, "wb6");
+	if (!w.gz) {
+		int err = errno ? errno : ENOMEM;
+		if (gzfd >= 0)
+			close(gzfd);
+		fail(&w, err, "open");
+	} else {
+		gzbuffer(w.gz, 128 * 1024);
+		/* Doubles must read back in any locale: write them in "C". */
+		locale_t c = newlocale(LC_ALL_MASK, "C", (locale_t)0);
+		locale_t old = c ? uselocale(c) : (locale_t)0;
+		put_snap(&w, s);
+		if (c) {
+			uselocale(old);
+			freelocale(c);
+		}
+		errno = 0;
+		int rc = gzclose(w.gz);
+		if (rc != Z_OK)
+			fail(&w, rc == Z_ERRNO && errno ? errno : EIO, "write");
+	}
+	if (!w.failed && fsync(fd) < 0)
+		fail(&w, errno, "sync");
+	if (close(fd) < 0)
+		fail(&w, errno, "close");
+	if (!w.failed && rename(tmp, path) < 0)
+		fail(&w, errno, "rename temporary file onto");
+
+	free(w.buf);
+	free(w.strings.keys);
+	free(w.strings.ids);
+	if (w.failed) {
+		unlink(tmp);
+		free(tmp);
+		errno = w.failed;
+		return error_errno("cannot %s %s", w.failed_what, path);
+	}
+	free(tmp);
+	sync_dir(path);
+	return 0;
+}

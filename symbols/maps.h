@@ -43,7 +43,11 @@ const struct maps_entry *maps_find(const struct maps *m, uint64_t addr);
  */
 int maps_module_base(const struct maps *m, const struct maps_entry *e, uint64_t *base);
 
-/* True for a mapping that holds no file: anonymous, [heap], [stack], [stack:TID]. */
+/*
+ * True for a mapping that holds no file: anonymous, [heap], [stack], [stack:TID],
+ * named anonymous memory ([anon:NAME], [anon_shmem:NAME]) and shared anonymous
+ * memory (the kernel prints it as "/dev/zero (deleted)").
+ */
 int maps_entry_is_anon(const struct maps_entry *e);
 
 #endif

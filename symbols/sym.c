@@ -1,1 +1,579 @@
-/* placeholder */
+/* Indexes ELF files with libelf so that module offsets turn into function names, file bytes and unwind tables. */
+#include "symbols/sym.h"
+
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/error.h"
+
+#define SYM_PAGE_MASK (~(uint64_t)0xfff)
+#define SYM_DEBUG_ROOT "/usr/lib/debug/.build-id"
+
+/* One PT_LOAD segment; off is a module offset, foff a file offset into image. */
+struct sym_seg {
+	uint64_t off, filesz, memsz, foff;
+};
+
+/* One function; start and end are link-time virtual addresses, not module offsets. */
+struct sym_ent {
+	uint64_t start, end;
+	uint64_t maxend;       /* greatest end among this and every earlier entry: bounds the backward walk in lookups */
+	const char *name;      /* points into a kept Elf's string table */
+	unsigned rank;         /* binding preference, only while sorting */
+};
+
+struct sym_file {
+	Elf *elf;              /* kept open: sym_read copies from its image */
+	Elf *dbg;              /* separate debug file whose names we point into, or NULL */
+	const unsigned char *image;
+	size_t image_size;
+	uint64_t bias;         /* virtual address of module offset 0 */
+	struct sym_seg *segs;
+	size_t nsegs;
+	struct sym_ent *syms;
+	size_t nsyms;
+	char *build_id;
+	int has_eh;
+	uint64_t eh_off, eh_size;
+};
+
+static int libelf_ready(void)
+{
+	static int state; /* 0 unknown, 1 ready, -1 unusable */
+
+	if (state == 0)
+		state = elf_version(EV_CURRENT) == EV_NONE ? -1 : 1;
+	if (state < 0)
+		return error("cannot use libelf: %s", elf_errmsg(-1));
+	return 0;
+}
+
+/*
+ * Opens path as a 64-bit little-endian x86-64 executable or shared object.
+ * The descriptor is closed before returning: libelf has the whole file mapped
+ * (or read) by then, and a process with hundreds of libraries would otherwise
+ * hold hundreds of descriptors. quiet suppresses reports (optional debug files).
+ */
+static Elf *open_elf(const char *path, int quiet)
+{
+	struct stat st;
+	Elf *e = NULL;
+	GElf_Ehdr eh;
+	const char *why = NULL;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0) {
+		if (!quiet)
+			error_errno("cannot open %s", path);
+		return NULL;
+	}
+	if (fstat(fd, &st) < 0) {
+		if (!quiet)
+			error_errno("cannot stat %s", path);
+		close(fd);
+		return NULL;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		why = "not a regular file";
+		goto fail;
+	}
+	e = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (!e || elf_kind(e) != ELF_K_ELF) {
+		why = "not an ELF file";
+		goto fail;
+	}
+	if (!gelf_getehdr(e, &eh)) {
+		why = "bad ELF header";
+		goto fail;
+	}
+	if (eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_ident[EI_DATA] != ELFDATA2LSB || eh.e_machine != EM_X86_64) {
+		why = "not an ELF64 x86-64 object";
+		goto fail;
+	}
+	if (eh.e_type != ET_EXEC && eh.e_type != ET_DYN) {
+		why = "not an executable or shared object";
+		goto fail;
+	}
+	if (elf_cntl(e, ELF_C_FDREAD) < 0) {
+		why = elf_errmsg(-1);
+		goto fail;
+	}
+	close(fd);
+	return e;
+fail:
+	if (!quiet)
+		error("cannot read %s: %s", path, why);
+	if (e)
+		elf_end(e);
+	close(fd);
+	return NULL;
+}
+
+static int index_segments(struct sym_file *f, const char *path)
+{
+	size_t n, nload = 0;
+	GElf_Phdr ph;
+	uint64_t lowest = UINT64_MAX;
+
+	if (elf_getphdrnum(f->elf, &n) < 0)
+		return error("cannot read %s: no program headers", path);
+	for (size_t i = 0; i < n; i++)
+		if (gelf_getphdr(f->elf, (int)i, &ph) && ph.p_type == PT_LOAD)
+			nload++;
+	if (nload == 0)
+		return error("cannot read %s: no loadable segments", path);
+	f->segs = calloc(nload, sizeof(*f->segs));
+	if (!f->segs)
+		return error_errno("cannot index %s", path);
+	/* The base is where file offset 0 lands, which the lowest-offset segment decides (0x400000 for non-PIE). */
+	for (size_t i = 0; i < n; i++) {
+		if (gelf_getphdr(f->elf, (int)i, &ph) && ph.p_type == PT_LOAD && ph.p_offset < lowest) {
+			lowest = ph.p_offset;
+			f->bias = (ph.p_vaddr & SYM_PAGE_MASK) - (ph.p_offset & SYM_PAGE_MASK);
+		}
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (!gelf_getphdr(f->elf, (int)i, &ph))
+			continue;
+		if (ph.p_type == PT_GNU_EH_FRAME) {
+			f->has_eh = 1;
+			f->eh_off = ph.p_vaddr - f->bias;
+			f->eh_size = ph.p_memsz;
+		}
+		if (ph.p_type != PT_LOAD)
+			continue;
+		struct sym_seg *s = &f->segs[f->nsegs++];
+		s->off = ph.p_vaddr - f->bias;
+		s->memsz = ph.p_memsz;
+		s->foff = ph.p_offset;
+		/* A truncated or lying header must not let sym_read run off the image. */
+		s->filesz = ph.p_filesz < ph.p_memsz ? ph.p_filesz : ph.p_memsz;
+		if (s->foff > f->image_size)
+			s->filesz = 0;
+		else if (s->filesz > f->image_size - s->foff)
+			s->filesz = f->image_size - s->foff;
+	}
+	return 0;
+}
+
+static char *hex_string(const unsigned char *p, size_t n)
+{
+	static const char digits[] = "0123456789abcdef";
+	char *s = malloc(2 * n + 1);
+
+	if (!s)
+		return NULL;
+	for (size_t i = 0; i < n; i++) {
+		s[2 * i] = digits[p[i] >> 4];
+		s[2 * i + 1] = digits[p[i] & 15];
+	}
+	s[2 * n] = '\0';
+	return s;
+}
+
+/* The build id in one block of notes, as hex; NULL when absent. */
+static char *build_id_in(Elf_Data *d)
+{
+	size_t pos = 0, next, name_off, desc_off;
+	GElf_Nhdr nh;
+
+	while (d && pos < d->d_size && (next = gelf_getnote(d, pos, &nh, &name_off, &desc_off)) > 0) {
+		if (nh.n_type == NT_GNU_BUILD_ID && nh.n_namesz == 4 && nh.n_descsz > 0 &&
+		    memcmp((const char *)d->d_buf + name_off, "GNU", 4) == 0)
+			return hex_string((const unsigned char *)d->d_buf + desc_off, nh.n_descsz);
+		pos = next;
+	}
+	return NULL;
+}
+
+/* Sections first; the program headers cover files whose section headers were stripped. */
+static void find_build_id(struct sym_file *f)
+{
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+	GElf_Phdr ph;
+	size_t n;
+
+	while (!f->build_id && (scn = elf_nextscn(f->elf, scn)) != NULL)
+		if (gelf_getshdr(scn, &sh) && sh.sh_type == SHT_NOTE)
+			f->build_id = build_id_in(elf_getdata(scn, NULL));
+	if (f->build_id || elf_getphdrnum(f->elf, &n) < 0)
+		return;
+	for (size_t i = 0; i < n && !f->build_id; i++) {
+		if (!gelf_getphdr(f->elf, (int)i, &ph) || ph.p_type != PT_NOTE)
+			continue;
+		Elf_Type t = ph.p_align == 8 ? ELF_T_NHDR8 : ELF_T_NHDR;
+		f->build_id = build_id_in(elf_getdata_rawchunk(f->elf, (int64_t)ph.p_offset, ph.p_filesz, t));
+	}
+}
+
+static Elf_Scn *find_section(Elf *e, GElf_Word type)
+{
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+
+	while ((scn = elf_nextscn(e, scn)) != NULL)
+		if (gelf_getshdr(scn, &sh) && sh.sh_type == type)
+			return scn;
+	return NULL;
+}
+
+static unsigned bind_rank(unsigned bind)
+{
+	switch (bind) {
+	case STB_GLOBAL:
+	case STB_GNU_UNIQUE:
+		return 0;
+	case STB_WEAK:
+		return 1;
+	case STB_LOCAL:
+		return 2;
+	default:
+		return 3;
+	}
+}
+
+struct sym_vec {
+	struct sym_ent *v;
+	size_t n, cap;
+};
+
+/* Appends the functions of one symbol table; -1 only when memory runs out. */
+static int collect(struct sym_vec *out, Elf *e, Elf_Scn *scn)
+{
+	GElf_Shdr sh;
+	GElf_Sym s;
+	Elf_Data *d;
+
+	if (!scn || !gelf_getshdr(scn, &sh) || (d = elf_getdata(scn, NULL)) == NULL)
+		return 0;
+	size_t entsize = gelf_fsize(e, ELF_T_SYM, 1, EV_CURRENT);
+	size_t count = entsize ? d->d_size / entsize : 0;
+	for (size_t i = 0; i < count; i++) {
+		if (!gelf_getsym(d, (int)i, &s))
+			continue;
+		unsigned type = GELF_ST_TYPE(s.st_info);
+		if ((type != STT_FUNC && type != STT_GNU_IFUNC) || s.st_value == 0 || s.st_shndx == SHN_UNDEF)
+			continue;
+		const char *name = elf_strptr(e, sh.sh_link, s.st_name);
+		if (!name || !*name)
+			continue;
+		if (out->n == out->cap) {
+			size_t ncap = out->cap ? 2 * out->cap : 256;
+			struct sym_ent *nv = realloc(out->v, ncap * sizeof(*nv));
+			if (!nv)
+				return -1;
+			out->v = nv;
+			out->cap = ncap;
+		}
+		struct sym_ent *x = &out->v[out->n++];
+		x->start = s.st_value;
+		x->end = s.st_size ? s.st_value + s.st_size : 0;
+		x->maxend = 0;
+		x->name = name;
+		x->rank = bind_rank(GELF_ST_BIND(s.st_info));
+	}
+	return 0;
+}
+
+static size_t leading_underscores(const char *s)
+{
+	size_t n = 0;
+
+	while (s[n] == '_')
+		n++;
+	return n;
+}
+
+/*
+ * Orders by address, then by the name a user would recognise: GLOBAL before
+ * WEAK before LOCAL, the public spelling before internal ones (malloc before
+ * __libc_malloc), then by name, so the winner never depends on table order.
+ */
+static int cmp_ent(const void *pa, const void *pb)
+{
+	const struct sym_ent *a = pa, *b = pb;
+
+	if (a->start != b->start)
+		return a->start < b->start ? -1 : 1;
+	if (a->rank != b->rank)
+		return a->rank < b->rank ? -1 : 1;
+	size_t ua = leading_underscores(a->name), ub = leading_underscores(b->name);
+	if (ua != ub)
+		return ua < ub ? -1 : 1;
+	return strcmp(a->name, b->name);
+}
+
+/* The end of the loaded segment holding vaddr v, or 0. */
+static uint64_t segment_end(const struct sym_file *f, uint64_t v)
+{
+	uint64_t off = v - f->bias;
+
+	for (size_t i = 0; i < f->nsegs; i++)
+		if (off >= f->segs[i].off && off - f->segs[i].off < f->segs[i].memsz)
+			return f->segs[i].off + f->segs[i].memsz + f->bias;
+	return 0;
+}
+
+/* Sorts, keeps one name per address, and gives size-0 symbols the room up to the next one. */
+static void finish_index(struct sym_file *f, struct sym_vec *vec)
+{
+	size_t n = 0;
+
+	if (vec->n)
+		qsort(vec->v, vec->n, sizeof(*vec->v), cmp_ent);
+	for (size_t i = 0; i < vec->n; i++) {
+		if (n && vec->v[n - 1].start == vec->v[i].start) {
+			if (vec->v[i].end > vec->v[n - 1].end)
+				vec->v[n - 1].end = vec->v[i].end;
+			continue;
+		}
+		vec->v[n++] = vec->v[i];
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct sym_ent *x = &vec->v[i];
+		if (x->end <= x->start) {
+			uint64_t lim = segment_end(f, x->start);
+			if (i + 1 < n && (lim == 0 || vec->v[i + 1].start < lim))
+				lim = vec->v[i + 1].start;
+			x->end = lim > x->start ? lim : x->start + 1;
+		}
+		x->maxend = i && vec->v[i - 1].maxend > x->end ? vec->v[i - 1].maxend : x->end;
+	}
+	f->syms = vec->v;
+	f->nsyms = n;
+}
+
+static int index_symbols(struct sym_file *f, const char *path)
+{
+	struct sym_vec vec = { 0 };
+	Elf_Scn *symtab = find_section(f->elf, SHT_SYMTAB);
+	int rc = 0;
+
+	if (symtab) {
+		rc = collect(&vec, f->elf, symtab);
+	} else {
+		if (f->build_id && strlen(f->build_id) > 2) {
+			char dpath[sizeof(SYM_DEBUG_ROOT) + 512];
+			int len = snprintf(dpath, sizeof(dpath), SYM_DEBUG_ROOT "/%.2s/%s.debug", f->build_id,
+					   f->build_id + 2);
+			/* Absent debug files are the common case, not worth a message. */
+			if (len > 0 && (size_t)len < sizeof(dpath) && access(dpath, R_OK) == 0)
+				f->dbg = open_elf(dpath, 1);
+		}
+		if (f->dbg)
+			rc = collect(&vec, f->dbg, find_section(f->dbg, SHT_SYMTAB));
+		/* .dynsym as well: a debug file's .symtab can lack what the linker added to the dynamic table. */
+		if (rc == 0)
+			rc = collect(&vec, f->elf, find_section(f->elf, SHT_DYNSYM));
+	}
+	if (rc < 0) {
+		free(vec.v);
+		return error("cannot index %s: out of memory", path);
+	}
+	finish_index(f, &vec);
+	return 0;
+}
+
+struct sym_file *sym_open(const char *path)
+{
+	struct sym_file *f;
+
+	if (libelf_ready() < 0)
+		return NULL;
+	f = calloc(1, sizeof(*f));
+	if (!f) {
+		error_errno("cannot open %s", path);
+		return NULL;
+	}
+	f->elf = open_elf(path, 0);
+	if (!f->elf)
+		goto fail;
+	f->image = (const unsigned char *)elf_rawfile(f->elf, &f->image_size);
+	if (!f->image) {
+		error("cannot read %s: %s", path, elf_errmsg(-1));
+		goto fail;
+	}
+	if (index_segments(f, path) < 0)
+		goto fail;
+	find_build_id(f);
+	if (index_symbols(f, path) < 0)
+		goto fail;
+	return f;
+fail:
+	sym_close(f);
+	return NULL;
+}
+
+void sym_close(struct sym_file *f)
+{
+	if (!f)
+		return;
+	free(f->syms);
+	free(f->segs);
+	free(f->build_id);
+	if (f->dbg)
+		elf_end(f->dbg);
+	if (f->elf)
+		elf_end(f->elf);
+	free(f);
+}
+
+const char *sym_build_id(const struct sym_file *f)
+{
+	return f->build_id;
+}
+
+const char *sym_lookup(const struct sym_file *f, uint64_t offset, uint64_t *delta)
+{
+	uint64_t v = offset + f->bias;
+	size_t lo = 0, hi = f->nsyms;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (f->syms[mid].start <= v)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	/* The innermost symbol wins when one lies inside another; maxend stops the walk as soon as none can cover v. */
+	for (size_t j = lo; j-- > 0;) {
+		const struct sym_ent *x = &f->syms[j];
+		if (v < x->end) {
+			if (delta)
+				*delta = v - x->start;
+			return x->name;
+		}
+		if (x->maxend <= v)
+			break;
+	}
+	return NULL;
+}
+
+int sym_read(const struct sym_file *f, uint64_t offset, void *buf, size_t len)
+{
+	for (size_t i = 0; i < f->nsegs; i++) {
+		const struct sym_seg *s = &f->segs[i];
+		if (offset < s->off)
+			continue;
+		uint64_t rel = offset - s->off;
+		if (rel > s->filesz || len > s->filesz - rel)
+			continue;
+		memcpy(buf, f->image + s->foff + rel, len);
+		return 0;
+	}
+	return -1;
+}
+
+int sym_eh_frame_hdr(const struct sym_file *f, uint64_t *offset, uint64_t *size)
+{
+	if (!f->has_eh)
+		return -1;
+	*offset = f->eh_off;
+	*size = f->eh_size;
+	return 0;
+}
+
+/* Open addressing keyed by path; a NULL file records a path that failed, so it is neither retried nor reported twice. */
+struct sym_cache_slot {
+	char *path;
+	struct sym_file *f;
+};
+
+struct sym_cache {
+	struct sym_cache_slot *slots;
+	size_t cap, n;         /* cap is a power of two */
+};
+
+static uint64_t hash_path(const char *s)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 0x100000001b3ULL;
+	return h;
+}
+
+static struct sym_cache_slot *cache_slot(struct sym_cache_slot *slots, size_t cap, const char *path)
+{
+	size_t i = (size_t)hash_path(path) & (cap - 1);
+
+	while (slots[i].path && strcmp(slots[i].path, path) != 0)
+		i = (i + 1) & (cap - 1);
+	return &slots[i];
+}
+
+struct sym_cache *sym_cache_new(void)
+{
+	struct sym_cache *c = calloc(1, sizeof(*c));
+
+	if (c) {
+		c->cap = 64;
+		c->slots = calloc(c->cap, sizeof(*c->slots));
+	}
+	if (!c || !c->slots) {
+		free(c);
+		error_errno("cannot create symbol cache");
+		return NULL;
+	}
+	return c;
+}
+
+void sym_cache_free(struct sym_cache *c)
+{
+	if (!c)
+		return;
+	for (size_t i = 0; i < c->cap; i++) {
+		free(c->slots[i].path);
+		sym_close(c->slots[i].f);
+	}
+	free(c->slots);
+	free(c);
+}
+
+static int cache_grow(struct sym_cache *c)
+{
+	size_t ncap = 2 * c->cap;
+	struct sym_cache_slot *ns = calloc(ncap, sizeof(*ns));
+
+	if (!ns)
+		return -1;
+	for (size_t i = 0; i < c->cap; i++)
+		if (c->slots[i].path)
+			*cache_slot(ns, ncap, c->slots[i].path) = c->slots[i];
+	free(c->slots);
+	c->slots = ns;
+	c->cap = ncap;
+	return 0;
+}
+
+struct sym_file *sym_cache_get(struct sym_cache *c, const char *path)
+{
+	struct sym_cache_slot *s = cache_slot(c->slots, c->cap, path);
+
+	if (s->path)
+		return s->f;
+	/* Grow before opening, so that a failure here never strands an opened file. */
+	if (2 * (c->n + 1) > c->cap) {
+		if (cache_grow(c) < 0) {
+			error_errno("cannot open %s", path);
+			return NULL;
+		}
+		s = cache_slot(c->slots, c->cap, path);
+	}
+	char *key = strdup(path);
+	if (!key) {
+		error_errno("cannot open %s", path);
+		return NULL;
+	}
+	s->path = key;
+	s->f = sym_open(path);
+	c->n++;
+	return s->f;
+}

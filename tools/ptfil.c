@@ -1,2 +1,104 @@
-/* placeholder */
-int main(void) { return 1; }
+/* ptfil's main: parse the command line, hand the work to tracer/. */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "tracer/tracer.h"
+
+#define DEFAULT_INTERVAL_MS 100
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+		"Usage: ptfil launch [OPTIONS] -- PROGRAM [ARGS...]\n"
+		"       ptfil --help | --version\n"
+		"\n"
+		"Profile the peak memory of PROGRAM from the outside (ptrace), charging\n"
+		"memory by what is resident, not by what is reserved, and write a snapshot\n"
+		"of the peak that ptfil-view reads.\n"
+		"\n"
+		"Options for launch:\n"
+		"  -o, --output FILE     write the snapshot to FILE\n"
+		"                        (default: ptfil-PROGRAM-PID.gz in the current directory)\n"
+		"  -i, --interval MS     poll residency every MS milliseconds for the timeline\n"
+		"                        (default %d; 0 turns the poll off)\n"
+		"  -q, --quiet           print nothing on stderr but errors\n"
+		"  -h, --help            show this help\n"
+		"  -V, --version         show the version\n"
+		"\n"
+		"ptfil exits with PROGRAM's exit status, or 128+N when it was killed by\n"
+		"signal N; 127 when PROGRAM cannot be found, 126 when it cannot be run,\n"
+		"2 for a usage error, 1 when ptfil itself failed (no snapshot).\n",
+		DEFAULT_INTERVAL_MS);
+}
+
+static unsigned parse_ms(const char *s)
+{
+	char *end;
+	unsigned long v = strtoul(s, &end, 10);
+	if (!*s || *end || v > 3600000)
+		die_status(2, "invalid --interval '%s' (milliseconds, 0 to 3600000)", s);
+	return (unsigned)v;
+}
+
+static int cmd_launch(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{ "output", required_argument, NULL, 'o' },
+		{ "interval", required_argument, NULL, 'i' },
+		{ "quiet", no_argument, NULL, 'q' },
+		{ "help", no_argument, NULL, 'h' },
+		{ "version", no_argument, NULL, 'V' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct tracer_opts o;
+	memset(&o, 0, sizeof(o));
+	o.interval_ms = DEFAULT_INTERVAL_MS;
+	int c;
+	/* '+': stop at the program's name, so its own options stay its own. */
+	while ((c = getopt_long(argc, argv, "+o:i:qhV", longopts, NULL)) != -1) {
+		switch (c) {
+		case 'o': o.output = optarg; break;
+		case 'i': o.interval_ms = parse_ms(optarg); break;
+		case 'q': o.quiet = 1; break;
+		case 'h': usage(stdout); return 0;
+		case 'V': printf("ptfil %s\n", PTFIL_VERSION); return 0;
+		default: usage(stderr); return 2;
+		}
+	}
+	if (optind >= argc) {
+		error("launch needs a program to run: ptfil launch [OPTIONS] -- PROGRAM [ARGS...]");
+		return 2;
+	}
+	o.argv = argv + optind;
+	int rc = tracer_launch(&o);
+	return rc < 0 ? 1 : rc;
+}
+
+int main(int argc, char **argv)
+{
+	error_set_progname("ptfil");
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	const char *cmd = argv[1];
+	if (!strcmp(cmd, "-h") || !strcmp(cmd, "--help")) {
+		usage(stdout);
+		return 0;
+	}
+	if (!strcmp(cmd, "-V") || !strcmp(cmd, "--version")) {
+		printf("ptfil %s\n", PTFIL_VERSION);
+		return 0;
+	}
+	if (!strcmp(cmd, "launch"))
+		return cmd_launch(argc - 1, argv + 1);
+	if (!strcmp(cmd, "attach")) {
+		error("attach is not available in this version; use: ptfil launch -- PROGRAM");
+		return 2;
+	}
+	error("unknown command '%s' (try: ptfil --help)", cmd);
+	return 2;
+}

@@ -1,1 +1,166 @@
-/* placeholder */
+/* From the tracer's tables to a struct snap, symbolized so the file reads anywhere, then written. */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/error.h"
+#include "common/snap.h"
+#include "symbols/sym.h"
+#include "tracer/tracee.h"
+
+static const char *stop_names[STOP__COUNT] = {
+	[STOP_SECCOMP] = "stops.seccomp",
+	[STOP_SYSCALL_EXIT] = "stops.syscall_exit",
+	[STOP_SIGNAL] = "stops.signal",
+	[STOP_GROUP] = "stops.group_stop",
+	[STOP_NEW_TASK] = "stops.new_task",
+	[STOP_CLONE] = "stops.clone",
+	[STOP_EXEC] = "stops.exec",
+	[STOP_EXIT] = "stops.exit",
+	[STOP_OTHER] = "stops.other",
+};
+
+static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
+
+/* Per-stack charges with something in them, as snapshot stacks. */
+static int fill_stacks(const struct ledger *l, const struct ledger_charge *c, size_t n,
+		       struct snap_stack **out, size_t *n_out)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		k += c[i].count || c[i].charged;
+	*out = calloc(k ? k : 1, sizeof(**out));
+	if (!*out)
+		return -1;
+	k = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!c[i].count && !c[i].charged)
+			continue;
+		struct snap_stack *s = &(*out)[k++];
+		s->node = (uint32_t)i;
+		s->kind = l->kind[i] ? l->kind[i] : SNAP_KIND_MMAP;
+		s->charged = c[i].charged;
+		s->reserved = c[i].reserved;
+		s->count = c[i].count;
+	}
+	*n_out = k;
+	return 0;
+}
+
+static int counter(struct snap *s, size_t *k, const char *name, uint64_t v)
+{
+	s->counters[*k].name = strdup(name);
+	s->counters[*k].count = v;
+	return s->counters[(*k)++].name ? 0 : -1;
+}
+
+static int build(struct tracer *T, struct snap *s)
+{
+	struct proc *p = tracer_proc(T, T->main_pid);
+	s->version = SNAP_FORMAT_VERSION;
+	s->ptfil_version = strdup(PTFIL_VERSION);
+	s->mode = strdup("launch");
+	for (char **a = T->opts.argv; *a; a++)
+		s->argc++;
+	s->argv = calloc(s->argc + 1, sizeof(*s->argv));
+	if (!s->ptfil_version || !s->mode || !s->argv)
+		return -1;
+	for (size_t i = 0; i < s->argc; i++)
+		if (!(s->argv[i] = strdup(T->opts.argv[i])))
+			return -1;
+	s->pid = T->main_pid;
+	s->start_time = T->start_time;
+	s->duration = T->end_time ? T->end_time : tracer_now(T);
+	s->exit_status = T->main_status;
+	s->vmhwm = T->vmhwm;
+	s->page_size = (uint64_t)sysconf(_SC_PAGESIZE);
+
+	s->modules = calloc(T->reg.n ? T->reg.n : 1, sizeof(*s->modules));
+	if (!s->modules)
+		return -1;
+	s->n_modules = T->reg.n;
+	for (size_t i = 0; i < T->reg.n; i++) {
+		const struct modreg_entry *e = &T->reg.v[i];
+		s->modules[i].path = strdup(e->path);
+		s->modules[i].build_id = e->sym ? dup_or_null(sym_build_id(e->sym)) : NULL;
+		s->modules[i].base = e->base;
+		if (!s->modules[i].path)
+			return -1;
+	}
+	s->frames = calloc(T->stacks.n_frames ? T->stacks.n_frames : 1, sizeof(*s->frames));
+	if (!s->frames)
+		return -1;
+	s->n_frames = T->stacks.n_frames;
+	for (size_t i = 0; i < T->stacks.n_frames; i++) {
+		const struct stacks_frame *f = &T->stacks.frames[i];
+		struct snap_frame *o = &s->frames[i];
+		o->offset = f->offset;
+		if (f->name) {
+			o->module = -1;
+			o->function = strdup(f->name);
+		} else if (f->module == STACKS_NO_MODULE) {
+			o->module = -1;
+		} else {
+			o->module = (int32_t)f->module;
+			const struct modreg_entry *e = &T->reg.v[f->module];
+			o->function = e->sym ? dup_or_null(sym_lookup(e->sym, f->offset, NULL)) : NULL;
+		}
+	}
+	s->nodes = calloc(T->stacks.n_nodes, sizeof(*s->nodes));
+	if (!s->nodes)
+		return -1;
+	s->n_nodes = T->stacks.n_nodes;
+	for (size_t i = 0; i < T->stacks.n_nodes; i++) {
+		s->nodes[i].parent = T->stacks.nodes[i].parent;
+		s->nodes[i].frame = T->stacks.nodes[i].frame;
+	}
+	if (p) {
+		const struct ledger *l = &p->ledger;
+		s->peak.time = l->peak.time;
+		s->peak.charged = l->peak.charged;
+		s->peak.reserved = l->peak.reserved;
+		s->peak.rss = l->peak.rss;
+		if (fill_stacks(l, l->at_peak, l->n_at_peak, &s->stacks, &s->n_stacks) ||
+		    fill_stacks(l, l->by_stack, l->n_stacks, &s->live, &s->n_live))
+			return -1;
+	}
+	s->samples = calloc(T->n_samples ? T->n_samples : 1, sizeof(*s->samples));
+	if (!s->samples)
+		return -1;
+	s->n_samples = T->n_samples;
+	for (size_t i = 0; i < T->n_samples; i++) {
+		s->samples[i].time = T->samples[i].time;
+		s->samples[i].charged = T->samples[i].charged;
+		s->samples[i].rss = T->samples[i].rss;
+	}
+	s->counters = calloc(STOP__COUNT + 8, sizeof(*s->counters));
+	if (!s->counters)
+		return -1;
+	size_t k = 0;
+	uint64_t total = 0;
+	for (int i = 0; i < STOP__COUNT; i++) {
+		total += T->stops[i];
+		if (counter(s, &k, stop_names[i], T->stops[i]))
+			return -1;
+	}
+	if (counter(s, &k, "stops.total", total) || counter(s, &k, "unwinds", T->unw.unwinds) ||
+	    counter(s, &k, "unwind.remote_reads", T->unw.remote_reads) ||
+	    counter(s, &k, "residency.refreshes", T->refreshes) ||
+	    counter(s, &k, "residency.measures", p ? p->ledger.measures : 0))
+		return -1;
+	s->n_counters = k;
+	return 0;
+}
+
+int tracer_write_snapshot(struct tracer *T, const char *path)
+{
+	struct snap s;
+	snap_init(&s);
+	int rc = build(T, &s);
+	if (rc)
+		error("out of memory building the snapshot");
+	else
+		rc = snap_write(&s, path);
+	snap_fin(&s);
+	return rc;
+}

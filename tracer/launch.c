@@ -1,1 +1,307 @@
-/* placeholder */
+/*
+ * ptfil launch: start a program under ptrace from its first instruction, with
+ * a seccomp filter that stops it only at the mapping syscalls, trace it and
+ * everything it starts to the end, and write the snapshot.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/error.h"
+#include "tracer/loop.h"
+#include "tracer/tracee.h"
+
+#ifndef MADV_DONTNEED_LOCKED
+#define MADV_DONTNEED_LOCKED 24
+#endif
+
+#define ARG_LO(n) (offsetof(struct seccomp_data, args) + (n) * sizeof(uint64_t))
+
+/*
+ * Trace mmap when it could create or replace anonymous memory, munmap, mremap,
+ * brk, execve(at) (the last chance to see the old image's peak), and madvise
+ * only for the advice values that release memory. Everything else runs free.
+ */
+static struct sock_filter filter[] = {
+	/* 0 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+	/* 1 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+	/* 2 */ BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	/* 3 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+	/* 4 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_mmap, 0, 4),
+	/* 5 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(3)),
+	/* 6 */ BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, MAP_ANONYMOUS | MAP_FIXED, 0, 1),
+	/* 7 */ BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRACE),
+	/* 8 */ BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	/* 9 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_munmap, 3, 0),
+	/* 10 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_mremap, 2, 0),
+	/* 11 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_execve, 1, 0),
+	/* 12 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_execveat, 0, 1),
+	/* 13 */ BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRACE),
+	/* 14 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_brk, 0, 1),
+	/* 15 */ BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRACE),
+	/* 16 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_madvise, 0, 6),
+	/* 17 */ BPF_STMT(BPF_LD | BPF_W | BPF_ABS, ARG_LO(2)),
+	/* 18 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, MADV_DONTNEED, 3, 0),
+	/* 19 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, MADV_FREE, 2, 0),
+	/* 20 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, MADV_REMOVE, 1, 0),
+	/* 21 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, MADV_DONTNEED_LOCKED, 0, 1),
+	/* 22 */ BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRACE),
+	/* 23 */ BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+};
+
+static pid_t child_pid;
+
+/* The signals ptfil catches while it traces, and what they were before, for the child. */
+static const int caught[] = { SIGINT, SIGQUIT, SIGTERM, SIGHUP };
+static struct sigaction saved[4];
+
+static void on_signal(int sig, siginfo_t *si, void *uc)
+{
+	(void)uc;
+	/*
+	 * From the terminal (SI_KERNEL) the program got the signal too. Sent to ptfil
+	 * alone, by kill, it is passed on: the program decides, ptfil follows it out.
+	 */
+	if (si->si_code != SI_KERNEL && child_pid > 0)
+		kill(child_pid, sig);
+}
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+	loop_tick = 1;
+}
+
+static void install_handlers(unsigned interval_ms)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = on_signal;
+	sa.sa_flags = SA_SIGINFO; /* no SA_RESTART: waitpid returns to the loop */
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < 4; i++)
+		sigaction(caught[i], &sa, &saved[i]);
+	if (interval_ms) {
+		struct sigaction al;
+		memset(&al, 0, sizeof(al));
+		al.sa_handler = on_alarm;
+		sigemptyset(&al.sa_mask);
+		sigaction(SIGALRM, &al, NULL);
+		struct itimerval it;
+		it.it_interval.tv_sec = interval_ms / 1000;
+		it.it_interval.tv_usec = (interval_ms % 1000) * 1000;
+		it.it_value = it.it_interval;
+		setitimer(ITIMER_REAL, &it, NULL);
+	}
+}
+
+static void stop_timer(void)
+{
+	struct itimerval it;
+	memset(&it, 0, sizeof(it));
+	setitimer(ITIMER_REAL, &it, NULL);
+}
+
+static int install_filter(void)
+{
+	struct sock_fprog prog = { .len = sizeof(filter) / sizeof(filter[0]), .filter = filter };
+	if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0)
+		return 0;
+	/* Without CAP_SYS_ADMIN a filter needs no_new_privs; ptrace already disables set-uid gains. */
+	if (errno == EACCES && prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
+	    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) == 0)
+		return 0;
+	return -1;
+}
+
+/* In the child: wait to be seized, install the filter, become the program. Never returns. */
+static void child_exec(char **argv, int report_fd, const sigset_t *mask)
+{
+	for (size_t i = 0; i < 4; i++)
+		sigaction(caught[i], &saved[i], NULL);
+	sigprocmask(SIG_SETMASK, mask, NULL);
+	raise(SIGSTOP);
+	int msg[2] = { 0, 0 }; /* errno, and 1 when the filter failed */
+	if (install_filter()) {
+		msg[0] = errno;
+		msg[1] = 1;
+	} else {
+		execvp(argv[0], argv);
+		msg[0] = errno;
+	}
+	int err = msg[0];
+	/* Tell ptfil why, through the close-on-exec pipe. */
+	if (write(report_fd, msg, sizeof(msg)) < 0)
+		_exit(127);
+	_exit(err == ENOENT ? 127 : 126);
+}
+
+char *tracer_default_output(const char *prog, int pid)
+{
+	const char *base = strrchr(prog, '/');
+	base = base ? base + 1 : prog;
+	size_t n = strlen(base) + 40;
+	char *s = malloc(n);
+	if (s)
+		snprintf(s, n, "ptfil-%s-%d.gz", base, pid);
+	return s;
+}
+
+static void kill_child(void)
+{
+	if (child_pid > 0)
+		kill(child_pid, SIGKILL);
+}
+
+static int tracer_init(struct tracer *T, const struct tracer_opts *o)
+{
+	memset(T, 0, sizeof(*T));
+	T->opts = *o;
+	T->main_status = -1;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	T->t0 = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	T->start_time = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	if (stacks_init(&T->stacks) || modreg_init(&T->reg) || unwind_init(&T->unw))
+		return error("cannot initialize the tracer");
+	return 0;
+}
+
+static void tracer_fin(struct tracer *T)
+{
+	while (T->procs) {
+		struct proc *p = T->procs;
+		T->procs = p->next;
+		resid_close(&p->resid);
+		ledger_fin(&p->ledger);
+		modmap_fin(&p->mm);
+		free(p);
+	}
+	for (size_t h = 0; h < TRACER_HASH; h++)
+		while (T->threads[h]) {
+			struct tracee *t = T->threads[h];
+			T->threads[h] = t->hnext;
+			free(t);
+		}
+	unwind_fin(&T->unw);
+	modreg_fin(&T->reg);
+	stacks_fin(&T->stacks);
+}
+
+static void print_summary(struct tracer *T, const char *path)
+{
+	struct proc *p = tracer_proc(T, T->main_pid);
+	if (!p)
+		return;
+	const struct ledger_peak *pk = &p->ledger.peak;
+	fprintf(stderr, "%s: peak %.1f MiB resident (%.1f MiB reserved) at %.2f s; process peak RSS %.1f MiB\n",
+		error_progname(), (double)pk->charged / 1048576.0, (double)pk->reserved / 1048576.0, pk->time,
+		(double)T->vmhwm / 1048576.0);
+	fprintf(stderr, "%s: snapshot written to %s; read it with: ptfil-view %s\n", error_progname(), path, path);
+}
+
+int tracer_launch(const struct tracer_opts *o)
+{
+	static struct tracer T;
+	if (tracer_init(&T, o)) {
+		tracer_fin(&T);
+		return -1;
+	}
+	sigset_t mask;
+	sigprocmask(SIG_SETMASK, NULL, &mask);
+	int report[2];
+	if (pipe2(report, O_CLOEXEC)) {
+		tracer_fin(&T);
+		return error_errno("cannot create a pipe");
+	}
+	install_handlers(0);
+	pid_t pid = fork();
+	if (pid < 0) {
+		tracer_fin(&T);
+		return error_errno("cannot fork");
+	}
+	if (pid == 0) {
+		close(report[0]);
+		child_exec(o->argv, report[1], &mask);
+	}
+	close(report[1]);
+	child_pid = pid;
+	error_set_die_hook(kill_child);
+	T.main_pid = pid;
+
+	int status;
+	if (waitpid(pid, &status, WUNTRACED) != pid || !WIFSTOPPED(status)) {
+		close(report[0]);
+		kill_child();
+		tracer_fin(&T);
+		return error("the child did not start");
+	}
+	long opts = PTRACE_O_TRACESYSGOOD | PTRACE_O_TRACESECCOMP | PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK |
+		    PTRACE_O_TRACEVFORK | PTRACE_O_TRACEEXEC | PTRACE_O_TRACEEXIT | PTRACE_O_EXITKILL;
+	if (ptrace(PTRACE_SEIZE, pid, 0, (void *)opts)) {
+		int e = errno;
+		close(report[0]);
+		kill_child();
+		waitpid(pid, &status, 0);
+		tracer_fin(&T);
+		errno = e;
+		return error_errno("cannot trace the child (ptrace PTRACE_SEIZE)%s",
+				   e == EPERM ? "; is ptrace allowed here? (see /proc/sys/kernel/yama/ptrace_scope, CAP_SYS_PTRACE)" : "");
+	}
+	if (!tracer_add_thread(&T, pid)) {
+		kill_child();
+		tracer_fin(&T);
+		return -1;
+	}
+	install_handlers(o->interval_ms);
+	kill(pid, SIGCONT);
+
+	loop_run(&T);
+	stop_timer();
+	double end = T.end_time ? T.end_time : tracer_now(&T);
+	T.end_time = end;
+
+	int msg[2];
+	ssize_t got = read(report[0], msg, sizeof(msg));
+	close(report[0]);
+	if (got == (ssize_t)sizeof(msg)) {
+		errno = msg[0];
+		if (msg[1])
+			error_errno("cannot install the seccomp filter in the child");
+		else
+			error_errno("cannot run %s", o->argv[0]);
+		tracer_fin(&T);
+		return T.main_status >= 0 ? T.main_status : 127;
+	}
+
+	int rc = T.main_status;
+	char *def = NULL;
+	const char *path = o->output;
+	if (!path)
+		path = def = tracer_default_output(o->argv[0], pid);
+	if (!path || tracer_write_snapshot(&T, path)) {
+		error("no snapshot written; the program exited with status %d", T.main_status);
+		rc = -1;
+	} else if (!o->quiet) {
+		print_summary(&T, path);
+	}
+	free(def);
+	tracer_fin(&T);
+	return rc;
+}

@@ -1,0 +1,73 @@
+/*
+ * The ledger: the live mappings of one process, each charged by its own
+ * resident bytes and attributed to a stack, the per-stack totals, and the
+ * peak. It never touches the process: residency comes from a measure callback
+ * (pagemap in ptfil, a fake in the unit tests).
+ */
+#ifndef PTFIL_LEDGER_H
+#define PTFIL_LEDGER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Resident bytes of [start, end) right now. */
+typedef uint64_t (*ledger_measure_fn)(void *arg, uint64_t start, uint64_t end);
+
+/* A live range, page-aligned, never overlapping another. */
+struct ledger_seg {
+	uint64_t start, end;
+	uint64_t charged;   /* resident bytes when last measured */
+	uint32_t stack;
+};
+
+struct ledger_charge {
+	uint64_t charged;
+	uint64_t reserved;
+	uint64_t count;
+};
+
+struct ledger_peak {
+	double time;
+	uint64_t charged, reserved, rss;
+};
+
+struct ledger {
+	struct ledger_seg *segs; size_t n_segs, cap_segs;  /* ascending by start */
+	struct ledger_charge *by_stack; char *kind;         /* indexed by stack id */
+	size_t n_stacks;
+	struct ledger_charge *at_peak; size_t n_at_peak;    /* by_stack copied at the peak */
+	uint64_t charged, reserved;                         /* totals now */
+	struct ledger_peak peak;
+	int has_peak;
+	ledger_measure_fn measure;
+	void *measure_arg;
+	uint64_t measures;                                  /* calls to measure, for counters */
+};
+
+/* Storage is the caller's; ledger_fin frees the arrays. */
+void ledger_init(struct ledger *l, ledger_measure_fn measure, void *arg);
+void ledger_fin(struct ledger *l);
+
+/*
+ * A new live range attributed to stack (with kind, an enum snap_kind): any
+ * overlap with older ranges is removed first, then the range is measured.
+ * Returns 0, or -1 when out of memory.
+ */
+int ledger_add(struct ledger *l, uint64_t start, uint64_t end, uint32_t stack, char kind);
+/* Forgets [start, end); ranges cut in two keep their stacks and are measured again. */
+int ledger_remove(struct ledger *l, uint64_t start, uint64_t end);
+/* Moves what lies in [from, from+len) to start at to (mremap), replacing what was there. */
+int ledger_move(struct ledger *l, uint64_t from, uint64_t len, uint64_t to);
+/* Measures again every range overlapping [start, end). */
+void ledger_refresh(struct ledger *l, uint64_t start, uint64_t end);
+void ledger_refresh_all(struct ledger *l);
+/* True when any live range overlaps [start, end). */
+int ledger_overlaps(const struct ledger *l, uint64_t start, uint64_t end);
+
+/*
+ * Records a new peak when the charge now exceeds the last one, copying the
+ * per-stack charge. Returns 1 for a new peak, 0 otherwise, -1 out of memory.
+ */
+int ledger_check_peak(struct ledger *l, double time, uint64_t rss);
+
+#endif

@@ -1,1 +1,170 @@
-/* placeholder */
+/*
+ * The event loop: one waitpid stop at a time, dispatched by what the kernel
+ * says it is. Each case says how the thread is restarted.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
+
+#include "common/error.h"
+#include "tracer/loop.h"
+#include "tracer/tracee.h"
+
+volatile sig_atomic_t loop_tick;
+
+static void restart(struct tracee *t, int request, int sig)
+{
+	if (request == PTRACE_SYSCALL)
+		t->in_syscall = 1;
+	/* ESRCH: the thread died meanwhile (SIGKILL); its exit is reported next. */
+	if (ptrace(request, t->tid, 0, (void *)(long)sig) < 0 && errno != ESRCH)
+		error_errno("cannot restart thread %d", (int)t->tid);
+}
+
+static void on_exit_status(struct tracer *T, struct tracee *t, int status)
+{
+	if (t->tid == T->main_pid) {
+		T->main_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+		T->end_time = tracer_now(T);
+	}
+	tracer_remove_thread(T, t);
+}
+
+/* PTRACE_EVENT_EXIT: the thread is leaving but the address space is intact. */
+static void on_exit_event(struct tracer *T, struct tracee *t)
+{
+	struct proc *p = t->p;
+	if (!p->profiled || !p->ready)
+		return;
+	sysc_before_release(T, p, 0, 0);
+	uint64_t hwm = resid_vmhwm(p->pid);
+	if (hwm > T->vmhwm)
+		T->vmhwm = hwm;
+	/* The last sample of the timeline is the state at exit. */
+	sysc_poll(T, p);
+}
+
+static void on_exec(struct tracer *T, struct tracee *t)
+{
+	unsigned long former = 0;
+	ptrace(PTRACE_GETEVENTMSG, t->tid, 0, &former);
+	/* A non-leader thread that execs takes the leader's tid; its old tid never reports an exit. */
+	if ((pid_t)former != t->tid) {
+		struct tracee *old = tracer_find(T, (pid_t)former);
+		if (old)
+			tracer_remove_thread(T, old);
+	}
+	struct proc *p = t->p;
+	if (p->profiled && sysc_exec(T, p))
+		warning("process %d: cannot read its memory after exec; its mappings are not charged", (int)p->pid);
+}
+
+static int is_stop_signal(int sig)
+{
+	return sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU;
+}
+
+void loop_dispatch(struct tracer *T, pid_t tid, int status)
+{
+	struct tracee *t = tracer_find(T, tid);
+	if (!t) {
+		/* A new thread or child can report before its creator's event. */
+		t = tracer_add_thread(T, tid);
+		if (!t)
+			return;
+	}
+	if (WIFEXITED(status) || WIFSIGNALED(status)) {
+		on_exit_status(T, t, status);
+		return;
+	}
+	if (!WIFSTOPPED(status))
+		return;
+	int sig = WSTOPSIG(status);
+	int event = status >> 16;
+
+	if (sig == (SIGTRAP | 0x80)) {
+		/* The exit of a mapping syscall we asked to see: record its result, run on. */
+		T->stops[STOP_SYSCALL_EXIT]++;
+		t->in_syscall = 0;
+		sysc_exit(T, t);
+		restart(t, PTRACE_CONT, 0);
+		return;
+	}
+	switch (event) {
+	case PTRACE_EVENT_SECCOMP:
+		/* A mapping syscall's entry: measure before a release; see its exit only if needed. */
+		T->stops[STOP_SECCOMP]++;
+		restart(t, sysc_entry(T, t), 0);
+		return;
+	case PTRACE_EVENT_CLONE:
+	case PTRACE_EVENT_FORK:
+	case PTRACE_EVENT_VFORK: {
+		/* The child is traced already (auto-attach); learn of it now so its first stop is known. */
+		T->stops[STOP_CLONE]++;
+		unsigned long child = 0;
+		if (ptrace(PTRACE_GETEVENTMSG, t->tid, 0, &child) == 0 && !tracer_find(T, (pid_t)child))
+			tracer_add_thread(T, (pid_t)child);
+		restart(t, PTRACE_CONT, 0);
+		return;
+	}
+	case PTRACE_EVENT_VFORK_DONE:
+		T->stops[STOP_OTHER]++;
+		restart(t, PTRACE_CONT, 0);
+		return;
+	case PTRACE_EVENT_EXEC:
+		T->stops[STOP_EXEC]++;
+		on_exec(T, t);
+		restart(t, PTRACE_CONT, 0);
+		return;
+	case PTRACE_EVENT_EXIT:
+		T->stops[STOP_EXIT]++;
+		on_exit_event(T, t);
+		restart(t, PTRACE_CONT, 0);
+		return;
+	case PTRACE_EVENT_STOP:
+		if (is_stop_signal(sig)) {
+			/* Group-stop: stay stopped, as without ptfil, until SIGCONT. */
+			T->stops[STOP_GROUP]++;
+			restart(t, PTRACE_LISTEN, 0);
+		} else {
+			/* A new task's first stop, or the end of a listen. */
+			T->stops[STOP_NEW_TASK]++;
+			restart(t, PTRACE_CONT, 0);
+		}
+		return;
+	case 0:
+		/* Signal-delivery-stop: deliver the signal exactly as it came. */
+		T->stops[STOP_SIGNAL]++;
+		restart(t, PTRACE_CONT, sig);
+		return;
+	default:
+		T->stops[STOP_OTHER]++;
+		restart(t, PTRACE_CONT, 0);
+		return;
+	}
+}
+
+void loop_run(struct tracer *T)
+{
+	while (T->n_threads > 0) {
+		if (loop_tick) {
+			loop_tick = 0;
+			struct proc *p = tracer_proc(T, T->main_pid);
+			if (p)
+				sysc_poll(T, p);
+		}
+		int status;
+		pid_t tid = waitpid(-1, &status, __WALL);
+		if (tid < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno != ECHILD)
+				error_errno("waitpid");
+			break;
+		}
+		loop_dispatch(T, tid, status);
+	}
+}

@@ -1,1 +1,129 @@
-/* placeholder */
+/* The process and thread tables: threads hashed by tid, processes in a list. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/error.h"
+#include "tracer/tracee.h"
+
+double tracer_now(const struct tracer *T)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9 - T->t0;
+}
+
+struct tracee *tracer_find(struct tracer *T, pid_t tid)
+{
+	for (struct tracee *t = T->threads[(unsigned)tid % TRACER_HASH]; t; t = t->hnext)
+		if (t->tid == tid)
+			return t;
+	return NULL;
+}
+
+struct proc *tracer_proc(struct tracer *T, pid_t pid)
+{
+	for (struct proc *p = T->procs; p; p = p->next)
+		if (p->pid == pid)
+			return p;
+	return NULL;
+}
+
+static uint64_t measure(void *arg, uint64_t start, uint64_t end)
+{
+	return resid_range(arg, start, end);
+}
+
+static struct proc *proc_new(struct tracer *T, pid_t pid)
+{
+	struct proc *p = calloc(1, sizeof(*p));
+	if (!p)
+		return NULL;
+	p->pid = pid;
+	p->resid.pagemap_fd = p->resid.stat_fd = p->resid.statm_fd = -1;
+	ledger_init(&p->ledger, measure, &p->resid);
+	modmap_init(&p->mm);
+	/* Only the launched process is profiled for now; the others must keep running traced. */
+	p->profiled = pid == T->main_pid;
+	p->next = T->procs;
+	T->procs = p;
+	return p;
+}
+
+/* The thread group of tid: the kernel says, so the order of ptrace events does not matter. */
+static pid_t tgid_of(pid_t tid)
+{
+	char path[64], line[128];
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return tid;
+	pid_t tgid = tid;
+	while (fgets(line, sizeof(line), f)) {
+		int v;
+		if (sscanf(line, "Tgid: %d", &v) == 1) {
+			tgid = v;
+			break;
+		}
+	}
+	fclose(f);
+	return tgid;
+}
+
+struct tracee *tracer_add_thread(struct tracer *T, pid_t tid)
+{
+	struct tracee *t = calloc(1, sizeof(*t));
+	if (!t) {
+		error("out of memory");
+		return NULL;
+	}
+	pid_t pid = tid == T->main_pid ? tid : tgid_of(tid);
+	struct proc *p = tracer_proc(T, pid);
+	if (!p && !(p = proc_new(T, pid))) {
+		free(t);
+		error("out of memory");
+		return NULL;
+	}
+	t->tid = tid;
+	t->p = p;
+	p->nthreads++;
+	unsigned h = (unsigned)tid % TRACER_HASH;
+	t->hnext = T->threads[h];
+	T->threads[h] = t;
+	T->n_threads++;
+	return t;
+}
+
+static void proc_free(struct tracer *T, struct proc *p)
+{
+	for (struct proc **pp = &T->procs; *pp; pp = &(*pp)->next)
+		if (*pp == p) {
+			*pp = p->next;
+			break;
+		}
+	resid_close(&p->resid);
+	ledger_fin(&p->ledger);
+	modmap_fin(&p->mm);
+	free(p);
+}
+
+void tracer_remove_thread(struct tracer *T, struct tracee *t)
+{
+	unsigned h = (unsigned)t->tid % TRACER_HASH;
+	for (struct tracee **pp = &T->threads[h]; *pp; pp = &(*pp)->hnext)
+		if (*pp == t) {
+			*pp = t->hnext;
+			break;
+		}
+	T->n_threads--;
+	struct proc *p = t->p;
+	free(t);
+	/* The profiled process is kept for the snapshot; others go with their last thread. */
+	if (--p->nthreads == 0) {
+		resid_close(&p->resid);
+		if (!p->profiled)
+			proc_free(T, p);
+	}
+}

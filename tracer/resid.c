@@ -1,1 +1,224 @@
-/* placeholder */
+/* Residency of address ranges in a live target, from /proc/PID/pagemap. */
+#include "tracer/resid.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "common/error.h"
+
+/* Debian 12's kernel headers predate PAGEMAP_SCAN (Linux 6.7); the ABI is fixed. */
+#ifndef PAGEMAP_SCAN
+#define PAGE_IS_PRESENT (1 << 3)
+#define PAGE_IS_PFNZERO (1 << 5)
+struct page_region {
+	uint64_t start, end, categories;
+};
+struct pm_scan_arg {
+	uint64_t size, flags, start, end, walk_end, vec, vec_len, max_pages;
+	uint64_t category_inverted, category_mask, category_anyof_mask, return_mask;
+};
+#define PAGEMAP_SCAN _IOWR('f', 16, struct pm_scan_arg)
+#endif
+
+#define PM_PRESENT (1ULL << 63)
+#define PM_PFN_MASK ((1ULL << 55) - 1)
+
+static long page_size;
+/* The zero page's frame number, learnt by reading an untouched page of our own; 0 if hidden. */
+static uint64_t zero_pfn;
+static int zero_pfn_known;
+
+static void learn_zero_pfn(void)
+{
+	zero_pfn_known = 1;
+	void *m = mmap(NULL, page_size, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (m == MAP_FAILED)
+		return;
+	volatile char c = *(volatile char *)m;
+	(void)c;
+	int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		uint64_t e;
+		if (pread(fd, &e, 8, (off_t)((uintptr_t)m / page_size) * 8) == 8 && (e & PM_PRESENT))
+			zero_pfn = e & PM_PFN_MASK;
+		close(fd);
+	}
+	munmap(m, page_size);
+}
+
+static int open_proc(pid_t pid, const char *what)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, what);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		error_errno("cannot open %s", path);
+	return fd;
+}
+
+int resid_open(struct resid *r, pid_t pid)
+{
+	if (!page_size)
+		page_size = sysconf(_SC_PAGESIZE);
+	resid_close(r);
+	r->pid = pid;
+	r->pagemap_fd = open_proc(pid, "pagemap");
+	r->stat_fd = open_proc(pid, "stat");
+	r->statm_fd = open_proc(pid, "statm");
+	if (r->pagemap_fd < 0 || r->stat_fd < 0 || r->statm_fd < 0) {
+		resid_close(r);
+		return -1;
+	}
+	/* Probe the ioctl once on an empty range. */
+	struct page_region reg;
+	struct pm_scan_arg a = {
+		.size = sizeof(a), .start = 0, .end = (uint64_t)page_size,
+		.vec = (uintptr_t)&reg, .vec_len = 1,
+		.category_mask = PAGE_IS_PRESENT, .return_mask = PAGE_IS_PRESENT,
+	};
+	r->use_scan = ioctl(r->pagemap_fd, PAGEMAP_SCAN, &a) >= 0;
+	if (!r->use_scan && !zero_pfn_known)
+		learn_zero_pfn();
+	return 0;
+}
+
+void resid_close(struct resid *r)
+{
+	if (r->pagemap_fd >= 0)
+		close(r->pagemap_fd);
+	if (r->stat_fd >= 0)
+		close(r->stat_fd);
+	if (r->statm_fd >= 0)
+		close(r->statm_fd);
+	r->pagemap_fd = r->stat_fd = r->statm_fd = -1;
+}
+
+static uint64_t scan_range(struct resid *r, uint64_t start, uint64_t end, int *failed)
+{
+	struct page_region regs[32];
+	uint64_t bytes = 0;
+	while (start < end) {
+		struct pm_scan_arg a = {
+			.size = sizeof(a), .start = start, .end = end,
+			.vec = (uintptr_t)regs, .vec_len = 32,
+			/* present and not the zero page */
+			.category_inverted = PAGE_IS_PFNZERO,
+			.category_mask = PAGE_IS_PRESENT | PAGE_IS_PFNZERO,
+			.return_mask = PAGE_IS_PRESENT,
+		};
+		int n = ioctl(r->pagemap_fd, PAGEMAP_SCAN, &a);
+		if (n < 0) {
+			*failed = 1;
+			return 0;
+		}
+		for (int i = 0; i < n; i++)
+			bytes += regs[i].end - regs[i].start;
+		if (a.walk_end <= start)
+			break;
+		start = a.walk_end;
+	}
+	return bytes;
+}
+
+static uint64_t read_range(struct resid *r, uint64_t start, uint64_t end)
+{
+	uint64_t buf[4096];
+	uint64_t pages = 0;
+	uint64_t first = start / page_size, last = end / page_size;
+	while (first < last) {
+		size_t n = last - first < 4096 ? last - first : 4096;
+		ssize_t got = pread(r->pagemap_fd, buf, n * 8, (off_t)(first * 8));
+		if (got <= 0)
+			break;
+		size_t k = (size_t)got / 8;
+		for (size_t i = 0; i < k; i++) {
+			if (!(buf[i] & PM_PRESENT))
+				continue;
+			uint64_t pfn = buf[i] & PM_PFN_MASK;
+			/* Hidden frame numbers (no CAP_SYS_ADMIN) read as 0: then a zero page cannot be told apart. */
+			if (pfn && zero_pfn && pfn == zero_pfn)
+				continue;
+			pages++;
+		}
+		first += k;
+	}
+	return pages * page_size;
+}
+
+uint64_t resid_range(struct resid *r, uint64_t start, uint64_t end)
+{
+	if (r->pagemap_fd < 0 || start >= end)
+		return 0;
+	r->scans++;
+	if (r->use_scan) {
+		int failed = 0;
+		uint64_t b = scan_range(r, start, end, &failed);
+		if (!failed)
+			return b;
+		if (errno == ESRCH)
+			return 0;
+	}
+	return read_range(r, start, end);
+}
+
+static ssize_t read_fd(int fd, char *buf, size_t n)
+{
+	ssize_t got = pread(fd, buf, n - 1, 0);
+	if (got < 0)
+		return -1;
+	buf[got] = 0;
+	return got;
+}
+
+uint64_t resid_faults(struct resid *r)
+{
+	char buf[1024];
+	if (r->stat_fd < 0 || read_fd(r->stat_fd, buf, sizeof(buf)) <= 0)
+		return 0;
+	/* The command name may hold spaces and parentheses: fields start after the last ')'. */
+	char *p = strrchr(buf, ')');
+	if (!p)
+		return 0;
+	p++;
+	/* fields 3.. : state ppid pgrp session tty_nr tpgid flags minflt cminflt majflt */
+	unsigned long long v[8];
+	if (sscanf(p, " %*c %*d %*d %*d %*d %*d %*u %llu %llu %llu", &v[0], &v[1], &v[2]) != 3)
+		return 0;
+	return v[0] + v[2];
+}
+
+uint64_t resid_rss(struct resid *r)
+{
+	char buf[256];
+	unsigned long long size, res;
+	if (r->statm_fd < 0 || read_fd(r->statm_fd, buf, sizeof(buf)) <= 0)
+		return 0;
+	if (sscanf(buf, "%llu %llu", &size, &res) != 2)
+		return 0;
+	return (uint64_t)res * (uint64_t)page_size;
+}
+
+uint64_t resid_vmhwm(pid_t pid)
+{
+	char path[64], line[256];
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return 0;
+	uint64_t kib = 0;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long v;
+		if (sscanf(line, "VmHWM: %llu kB", &v) == 1) {
+			kib = v;
+			break;
+		}
+	}
+	fclose(f);
+	return kib * 1024;
+}

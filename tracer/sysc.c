@@ -1,1 +1,306 @@
-/* placeholder */
+/*
+ * The mapping syscalls (mmap, munmap, mremap, brk, madvise, execve) as seen at
+ * their seccomp entry stop and their exit stop: measure before memory goes,
+ * record what came, attribute it to the stack that asked.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/ptrace.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/user.h>
+#include <unistd.h>
+
+#include "common/error.h"
+#include "common/snap.h"
+#include "tracer/tracee.h"
+
+#ifndef MADV_DONTNEED_LOCKED
+#define MADV_DONTNEED_LOCKED 24
+#endif
+
+static uint64_t page_size(void)
+{
+	static uint64_t ps;
+	if (!ps)
+		ps = (uint64_t)sysconf(_SC_PAGESIZE);
+	return ps;
+}
+
+static uint64_t page_up(uint64_t x) { return (x + page_size() - 1) & ~(page_size() - 1); }
+static uint64_t page_down(uint64_t x) { return x & ~(page_size() - 1); }
+
+static int is_err(uint64_t ret) { return ret > (uint64_t)-4096; }
+
+static int is_release_advice(int advice)
+{
+	return advice == MADV_DONTNEED || advice == MADV_FREE || advice == MADV_REMOVE ||
+	       advice == MADV_DONTNEED_LOCKED;
+}
+
+static void sample(struct tracer *T, struct proc *p, double now)
+{
+	if (T->sample_skip) {
+		T->sample_skip--;
+		return;
+	}
+	if (T->n_samples == TRACER_MAX_SAMPLES) {
+		/* Keep the timeline bounded: halve its resolution and sample half as often. */
+		for (size_t i = 0; i < TRACER_MAX_SAMPLES / 2; i++)
+			T->samples[i] = T->samples[2 * i];
+		T->n_samples = TRACER_MAX_SAMPLES / 2;
+		T->sample_stride = T->sample_stride ? T->sample_stride * 2 : 2;
+	}
+	T->samples[T->n_samples].time = now;
+	T->samples[T->n_samples].charged = p->ledger.charged;
+	T->samples[T->n_samples].rss = resid_rss(&p->resid);
+	T->n_samples++;
+	T->sample_skip = T->sample_stride ? T->sample_stride - 1 : 0;
+}
+
+/* Brings every range's residency up to date if the process faulted in pages since the last time. */
+static void refresh_if_faulted(struct tracer *T, struct proc *p)
+{
+	uint64_t faults = resid_faults(&p->resid);
+	if (faults != p->last_faults) {
+		/* Faults are read first so that pages faulted during the refresh are seen next time. */
+		p->last_faults = faults;
+		ledger_refresh_all(&p->ledger);
+		T->refreshes++;
+	}
+}
+
+static void check_peak(struct tracer *T, struct proc *p)
+{
+	if (p->ledger.has_peak && p->ledger.charged <= p->ledger.peak.charged)
+		return;
+	if (ledger_check_peak(&p->ledger, tracer_now(T), resid_rss(&p->resid)) < 0)
+		warning("out of memory copying the peak");
+}
+
+void sysc_before_release(struct tracer *T, struct proc *p, uint64_t start, uint64_t end)
+{
+	if (!p->ready)
+		return;
+	/* Exact residency of what is about to go, while its pages are still there. */
+	ledger_refresh(&p->ledger, start, end);
+	refresh_if_faulted(T, p);
+	check_peak(T, p);
+}
+
+void sysc_poll(struct tracer *T, struct proc *p)
+{
+	if (!p->ready || !p->nthreads)
+		return;
+	refresh_if_faulted(T, p);
+	check_peak(T, p);
+	sample(T, p, tracer_now(T));
+}
+
+static uint32_t frame_of(struct tracer *T, struct proc *p, uint64_t ip, int caller)
+{
+	/* A caller's return address points after the call: ip - 1 lies in the call itself. */
+	uint64_t at = caller ? ip - 1 : ip;
+	const struct modrange *r = modmap_find(&p->mm, at);
+	if (!r)
+		return stacks_frame(&T->stacks, STACKS_NO_MODULE, at);
+	return stacks_frame(&T->stacks, r->gid, at - T->reg.v[r->gid].base);
+}
+
+/* Unwinds the stopped thread and interns its stack; STACKS_ROOT when nothing could be read. */
+static uint32_t capture_stack(struct tracer *T, struct tracee *t, const struct user_regs_struct *regs)
+{
+	struct proc *p = t->p;
+	uint64_t ips[UNWIND_MAX_FRAMES];
+	uint32_t frames[UNWIND_MAX_FRAMES];
+	size_t n = unwind_stack(&T->unw, t->tid, regs, &p->mm, &T->reg, ips, UNWIND_MAX_FRAMES);
+	/* An address in no known object means new objects were mapped: read the maps again, at a bounded rate. */
+	int missing = 0;
+	for (size_t i = 0; i < n && !missing; i++)
+		missing = !modmap_find(&p->mm, ips[i]);
+	double now = tracer_now(T);
+	if (missing && now - p->maps_loaded_at > 0.05) {
+		p->maps_loaded_at = now;
+		if (modmap_load(&p->mm, &T->reg, p->pid) == 0) {
+			unwind_flush(&T->unw);
+			n = unwind_stack(&T->unw, t->tid, regs, &p->mm, &T->reg, ips, UNWIND_MAX_FRAMES);
+		}
+	}
+	for (size_t i = 0; i < n; i++) {
+		frames[i] = frame_of(T, p, ips[i], i > 0);
+		if (frames[i] == STACKS_FAILED)
+			return STACKS_ROOT;
+	}
+	uint32_t node = stacks_intern(&T->stacks, frames, n);
+	return node == STACKS_FAILED ? STACKS_ROOT : node;
+}
+
+static void add_range(struct tracer *T, struct proc *p, uint64_t start, uint64_t end, uint32_t stack, char kind)
+{
+	(void)T;
+	if (ledger_add(&p->ledger, start, end, stack, kind))
+		warning("out of memory recording a mapping");
+}
+
+static int get_regs(struct tracee *t, struct user_regs_struct *regs)
+{
+	if (ptrace(PTRACE_GETREGS, t->tid, 0, regs) == 0)
+		return 0;
+	if (errno != ESRCH)
+		error_errno("cannot read the registers of thread %d", (int)t->tid);
+	return -1;
+}
+
+int sysc_entry(struct tracer *T, struct tracee *t)
+{
+	struct proc *p = t->p;
+	if (!p->profiled || !p->ready) {
+		/* Still, the first exec of the launched program must be seen: it is execve. */
+		return PTRACE_CONT;
+	}
+	struct user_regs_struct regs;
+	if (get_regs(t, &regs))
+		return PTRACE_CONT;
+	long nr = (long)regs.orig_rax;
+	uint64_t a[6] = { regs.rdi, regs.rsi, regs.rdx, regs.r10, regs.r8, regs.r9 };
+	t->sc_nr = nr;
+	memcpy(t->sc_args, a, sizeof(a));
+	struct ledger *l = &p->ledger;
+	switch (nr) {
+	case SYS_mmap:
+		/* MAP_FIXED over live memory unmaps it implicitly. */
+		if ((a[3] & MAP_FIXED) && ledger_overlaps(l, a[0], a[0] + page_up(a[1])))
+			sysc_before_release(T, p, a[0], a[0] + page_up(a[1]));
+		return PTRACE_SYSCALL;
+	case SYS_munmap:
+		sysc_before_release(T, p, a[0], a[0] + page_up(a[1]));
+		return PTRACE_SYSCALL;
+	case SYS_mremap:
+		if (page_up(a[2]) < page_up(a[1]))
+			sysc_before_release(T, p, a[0] + page_up(a[2]), a[0] + page_up(a[1]));
+		if ((a[3] & MREMAP_FIXED) && ledger_overlaps(l, a[4], a[4] + page_up(a[2])))
+			sysc_before_release(T, p, a[4], a[4] + page_up(a[2]));
+		return PTRACE_SYSCALL;
+	case SYS_madvise:
+		if (!is_release_advice((int)a[2]))
+			return PTRACE_CONT;
+		sysc_before_release(T, p, page_down(a[0]), page_up(a[0] + a[1]));
+		return PTRACE_SYSCALL;
+	case SYS_brk:
+		if (a[0] == 0 && p->brk_cur)
+			return PTRACE_CONT;
+		if (a[0] && p->brk_cur && page_up(a[0]) < p->brk_cur)
+			sysc_before_release(T, p, page_up(a[0]), p->brk_cur);
+		return PTRACE_SYSCALL;
+	case SYS_execve:
+	case SYS_execveat:
+		/* The whole image goes if it succeeds: the last chance to see its peak. */
+		sysc_before_release(T, p, 0, UINT64_MAX);
+		return PTRACE_CONT;
+	default:
+		return PTRACE_CONT;
+	}
+}
+
+void sysc_exit(struct tracer *T, struct tracee *t)
+{
+	struct proc *p = t->p;
+	struct user_regs_struct regs;
+	if (!p->ready || get_regs(t, &regs))
+		return;
+	uint64_t ret = regs.rax;
+	const uint64_t *a = t->sc_args;
+	struct ledger *l = &p->ledger;
+	switch (t->sc_nr) {
+	case SYS_mmap: {
+		if (is_err(ret))
+			return;
+		uint64_t len = page_up(a[1]);
+		if (a[3] & MAP_FIXED)
+			ledger_remove(l, ret, ret + len);
+		if (a[3] & MAP_ANONYMOUS)
+			add_range(T, p, ret, ret + len, capture_stack(T, t, &regs), SNAP_KIND_MMAP);
+		return;
+	}
+	case SYS_munmap:
+		if (!is_err(ret))
+			ledger_remove(l, a[0], a[0] + page_up(a[1]));
+		return;
+	case SYS_mremap: {
+		if (is_err(ret))
+			return;
+		uint64_t old = a[0], oldlen = page_up(a[1]), newlen = page_up(a[2]);
+		if (!ledger_overlaps(l, old, old + (oldlen ? oldlen : 1)))
+			return; /* a file mapping, or one made before we could see it */
+		if (oldlen == 0) {
+			/* A second mapping of shared memory. */
+			add_range(T, p, ret, ret + newlen, capture_stack(T, t, &regs), SNAP_KIND_MMAP);
+			return;
+		}
+		uint64_t kept = newlen < oldlen ? newlen : oldlen;
+		if (newlen < oldlen)
+			ledger_remove(l, old + newlen, old + oldlen);
+		if (ret != old)
+			ledger_move(l, old, kept, ret);
+		if (newlen > oldlen)
+			add_range(T, p, ret + oldlen, ret + newlen, capture_stack(T, t, &regs), SNAP_KIND_MMAP);
+		return;
+	}
+	case SYS_madvise:
+		ledger_refresh(l, page_down(a[0]), page_up(a[0] + a[1]));
+		return;
+	case SYS_brk: {
+		uint64_t now = page_up(ret);
+		if (!p->brk_cur) {
+			p->brk_cur = now;
+			return;
+		}
+		if (now > p->brk_cur)
+			add_range(T, p, p->brk_cur, now, capture_stack(T, t, &regs), SNAP_KIND_BRK);
+		else if (now < p->brk_cur)
+			ledger_remove(l, now, p->brk_cur);
+		p->brk_cur = now;
+		return;
+	}
+	default:
+		return;
+	}
+}
+
+/* The main thread's stack is mapped by the kernel, not by a call: charge it to a pseudo frame. */
+static void add_main_stack(struct tracer *T, struct proc *p)
+{
+	if (!p->mm.stack_end)
+		return;
+	struct rlimit rl;
+	uint64_t size = 8 << 20;
+	if (getrlimit(RLIMIT_STACK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < (1ULL << 32))
+		size = page_up(rl.rlim_cur);
+	uint64_t lo = p->mm.stack_end - size;
+	if (lo > p->mm.stack_start)
+		lo = p->mm.stack_start;
+	uint32_t f = stacks_pseudo_frame(&T->stacks, "[main thread stack]");
+	uint32_t node = f == STACKS_FAILED ? STACKS_ROOT : stacks_intern(&T->stacks, &f, 1);
+	T->main_stack_node = node;
+	add_range(T, p, lo, p->mm.stack_end, node, SNAP_KIND_PSEUDO);
+}
+
+int sysc_exec(struct tracer *T, struct proc *p)
+{
+	/* A new image: what the old one had mapped is gone, the peak stays. */
+	ledger_remove(&p->ledger, 0, UINT64_MAX);
+	p->brk_cur = 0;
+	if (resid_open(&p->resid, p->pid))
+		return -1;
+	if (modmap_load(&p->mm, &T->reg, p->pid))
+		return -1;
+	p->maps_loaded_at = tracer_now(T);
+	unwind_flush(&T->unw);
+	p->ready = 1;
+	p->last_faults = resid_faults(&p->resid);
+	add_main_stack(T, p);
+	return 0;
+}

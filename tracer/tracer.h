@@ -1,0 +1,24 @@
+/* The tracer's face to ptfil's main: run a program under ptrace and write its snapshot. */
+#ifndef PTFIL_TRACER_H
+#define PTFIL_TRACER_H
+
+struct tracer_opts {
+	char **argv;              /* program and arguments, NULL-terminated */
+	const char *output;       /* snapshot path; NULL for the default name */
+	unsigned interval_ms;     /* residency poll for the timeline; 0 disables it */
+	int quiet;                /* no summary on stderr */
+};
+
+/* The default snapshot name for a program and pid: "ptfil-NAME-PID.gz". Caller frees. */
+char *tracer_default_output(const char *prog, int pid);
+
+/*
+ * Runs opts->argv under ptrace from its first instruction until it and every
+ * process it started have exited, then writes the snapshot. Returns the
+ * program's status as a shell reports it (128+N for signal N), 127/126 when it
+ * cannot be run, or -1 after error() when ptfil itself failed (the child is
+ * killed then).
+ */
+int tracer_launch(const struct tracer_opts *opts);
+
+#endif

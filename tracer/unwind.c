@@ -1,1 +1,232 @@
-/* placeholder */
+/* libunwind's remote API over our own accessors: a stack copy and module files instead of word-by-word ptrace reads. */
+#include "tracer/unwind.h"
+
+#include <libunwind.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#include "common/error.h"
+#include "symbols/maps.h"
+#include "symbols/sym.h"
+
+/* Exported by libunwind (its ptrace accessors use it) but not declared in its public headers. */
+extern int _Ux86_64_dwarf_search_unwind_table(unw_addr_space_t as, unw_word_t ip, unw_dyn_info_t *di,
+					      unw_proc_info_t *pi, int need_unwind_info, void *arg);
+
+#define DW_EH_PE_udata4 0x03
+#define DW_EH_PE_sdata4 0x0b
+#define DW_EH_PE_udata8 0x04
+#define DW_EH_PE_sdata8 0x0c
+#define DW_EH_PE_datarel 0x30
+
+static int enc_size(unsigned char enc)
+{
+	switch (enc & 0x0f) {
+	case DW_EH_PE_udata4: case DW_EH_PE_sdata4: return 4;
+	case DW_EH_PE_udata8: case DW_EH_PE_sdata8: return 8;
+	default: return -1;
+	}
+}
+
+/* Finds the binary-search table of .eh_frame_hdr once per module; only the encoding every linker writes is used. */
+static void load_eh_table(struct modreg_entry *e)
+{
+	uint64_t off, size;
+	unsigned char h[4];
+	e->eh_state = -1;
+	if (!e->sym || sym_eh_frame_hdr(e->sym, &off, &size) || size < 12 || sym_read(e->sym, off, h, 4))
+		return;
+	int ptr_size = enc_size(h[1]);
+	if (h[0] != 1 || ptr_size < 0 || h[2] != DW_EH_PE_udata4 || h[3] != (DW_EH_PE_datarel | DW_EH_PE_sdata4))
+		return;
+	uint32_t count;
+	if (sym_read(e->sym, off + 4 + (uint64_t)ptr_size, &count, 4))
+		return;
+	e->eh_hdr = off;
+	e->eh_table = off + 4 + (uint64_t)ptr_size + 4;
+	e->eh_count = count;
+	e->eh_state = 1;
+}
+
+static int find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t *pi, int need_unwind_info, void *arg)
+{
+	struct unwind *u = arg;
+	const struct modrange *r = modmap_find(u->mm, ip);
+	if (!r)
+		return -UNW_ENOINFO;
+	struct modreg_entry *e = &u->reg->v[r->gid];
+	if (!e->eh_state)
+		load_eh_table(e);
+	if (e->eh_state < 0)
+		return -UNW_ENOINFO;
+	unw_dyn_info_t di;
+	memset(&di, 0, sizeof(di));
+	di.format = UNW_INFO_FORMAT_REMOTE_TABLE;
+	di.start_ip = r->start;
+	di.end_ip = r->end;
+	di.u.rti.segbase = e->base + e->eh_hdr;
+	di.u.rti.table_data = e->base + e->eh_table;
+	di.u.rti.table_len = e->eh_count * 8 / sizeof(unw_word_t);
+	return _Ux86_64_dwarf_search_unwind_table(as, ip, &di, pi, need_unwind_info, arg);
+}
+
+static void put_unwind_info(unw_addr_space_t as, unw_proc_info_t *pi, void *arg)
+{
+	/* libunwind frees table-format info itself; only dynamic info would come here. */
+	(void)as; (void)pi; (void)arg;
+}
+
+static int get_dyn_info_list_addr(unw_addr_space_t as, unw_word_t *addr, void *arg)
+{
+	(void)as; (void)addr; (void)arg;
+	return -UNW_ENOINFO;
+}
+
+static int access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val, int write, void *arg)
+{
+	struct unwind *u = arg;
+	(void)as;
+	if (write)
+		return -UNW_EINVAL;
+	if (addr >= u->stack_lo && addr - u->stack_lo + sizeof(*val) <= u->stack_len) {
+		memcpy(val, u->stack + (addr - u->stack_lo), sizeof(*val));
+		return 0;
+	}
+	/* Read-only module memory is the file's bytes: no system call needed. */
+	const struct modrange *r = modmap_find(u->mm, addr);
+	if (r && !(r->perms & MAPS_W) && addr + sizeof(*val) <= r->end) {
+		struct modreg_entry *e = &u->reg->v[r->gid];
+		if (e->sym && !sym_read(e->sym, addr - e->base, val, sizeof(*val)))
+			return 0;
+	}
+	struct iovec l = { val, sizeof(*val) }, rem = { (void *)(uintptr_t)addr, sizeof(*val) };
+	if (process_vm_readv(u->tid, &l, 1, &rem, 1, 0) == (ssize_t)sizeof(*val)) {
+		u->remote_reads++;
+		return 0;
+	}
+	return -UNW_EINVAL;
+}
+
+static int reg_offset(unw_regnum_t reg)
+{
+	switch (reg) {
+	case UNW_X86_64_RAX: return offsetof(struct user_regs_struct, rax);
+	case UNW_X86_64_RDX: return offsetof(struct user_regs_struct, rdx);
+	case UNW_X86_64_RCX: return offsetof(struct user_regs_struct, rcx);
+	case UNW_X86_64_RBX: return offsetof(struct user_regs_struct, rbx);
+	case UNW_X86_64_RSI: return offsetof(struct user_regs_struct, rsi);
+	case UNW_X86_64_RDI: return offsetof(struct user_regs_struct, rdi);
+	case UNW_X86_64_RBP: return offsetof(struct user_regs_struct, rbp);
+	case UNW_X86_64_RSP: return offsetof(struct user_regs_struct, rsp);
+	case UNW_X86_64_R8: return offsetof(struct user_regs_struct, r8);
+	case UNW_X86_64_R9: return offsetof(struct user_regs_struct, r9);
+	case UNW_X86_64_R10: return offsetof(struct user_regs_struct, r10);
+	case UNW_X86_64_R11: return offsetof(struct user_regs_struct, r11);
+	case UNW_X86_64_R12: return offsetof(struct user_regs_struct, r12);
+	case UNW_X86_64_R13: return offsetof(struct user_regs_struct, r13);
+	case UNW_X86_64_R14: return offsetof(struct user_regs_struct, r14);
+	case UNW_X86_64_R15: return offsetof(struct user_regs_struct, r15);
+	case UNW_X86_64_RIP: return offsetof(struct user_regs_struct, rip);
+	default: return -1;
+	}
+}
+
+static int access_reg(unw_addr_space_t as, unw_regnum_t reg, unw_word_t *val, int write, void *arg)
+{
+	struct unwind *u = arg;
+	(void)as;
+	int off = reg_offset(reg);
+	if (write || off < 0)
+		return -UNW_EBADREG;
+	memcpy(val, (const char *)u->regs + off, sizeof(*val));
+	return 0;
+}
+
+static int access_fpreg(unw_addr_space_t as, unw_regnum_t reg, unw_fpreg_t *val, int write, void *arg)
+{
+	(void)as; (void)reg; (void)val; (void)write; (void)arg;
+	return -UNW_EBADREG;
+}
+
+static int resume(unw_addr_space_t as, unw_cursor_t *c, void *arg)
+{
+	(void)as; (void)c; (void)arg;
+	return -UNW_EINVAL;
+}
+
+static int get_proc_name(unw_addr_space_t as, unw_word_t addr, char *buf, size_t len, unw_word_t *off, void *arg)
+{
+	(void)as; (void)addr; (void)buf; (void)len; (void)off; (void)arg;
+	return -UNW_ENOINFO;
+}
+
+static unw_accessors_t accessors = {
+	.find_proc_info = find_proc_info,
+	.put_unwind_info = put_unwind_info,
+	.get_dyn_info_list_addr = get_dyn_info_list_addr,
+	.access_mem = access_mem,
+	.access_reg = access_reg,
+	.access_fpreg = access_fpreg,
+	.resume = resume,
+	.get_proc_name = get_proc_name,
+};
+
+int unwind_init(struct unwind *u)
+{
+	memset(u, 0, sizeof(*u));
+	u->stack = malloc(UNWIND_STACK_COPY);
+	unw_addr_space_t as = unw_create_addr_space(&accessors, 0);
+	if (!u->stack || !as) {
+		free(u->stack);
+		return error("cannot set up the remote unwinder");
+	}
+	unw_set_caching_policy(as, UNW_CACHE_GLOBAL);
+	u->as = as;
+	return 0;
+}
+
+void unwind_fin(struct unwind *u)
+{
+	if (u->as)
+		unw_destroy_addr_space(u->as);
+	free(u->stack);
+	memset(u, 0, sizeof(*u));
+}
+
+void unwind_flush(struct unwind *u)
+{
+	if (u->as)
+		unw_flush_cache(u->as, 0, 0);
+}
+
+size_t unwind_stack(struct unwind *u, pid_t tid, const struct user_regs_struct *regs,
+		    const struct modmap *mm, struct modreg *reg, uint64_t *ips, size_t max)
+{
+	u->tid = tid;
+	u->regs = regs;
+	u->mm = mm;
+	u->reg = reg;
+	u->unwinds++;
+	/* One copy of the live stack serves nearly every read the unwinder makes. */
+	u->stack_lo = regs->rsp;
+	struct iovec l = { u->stack, UNWIND_STACK_COPY }, r = { (void *)(uintptr_t)regs->rsp, UNWIND_STACK_COPY };
+	ssize_t got = process_vm_readv(tid, &l, 1, &r, 1, 0);
+	u->stack_len = got > 0 ? (size_t)got : 0;
+
+	size_t n = 0;
+	if (max == 0)
+		return 0;
+	ips[n++] = regs->rip;
+	unw_cursor_t c;
+	if (unw_init_remote(&c, u->as, u) < 0)
+		return n;
+	while (n < max && unw_step(&c) > 0) {
+		unw_word_t ip;
+		if (unw_get_reg(&c, UNW_REG_IP, &ip) < 0 || ip == 0)
+			break;
+		ips[n++] = ip;
+	}
+	u->frames += n;
+	return n;
+}

@@ -1,3 +1,915 @@
-/* Unit tests for snap (placeholder until written). */
+/* Unit tests for the snapshot format: round trip, atomic writes, and a reader that survives hostile files. */
 #include "tests/unit/suites.h"
-Suite *snap_suite(void) { return suite_create("snap"); }
+#include "common/snap.h"
+#include "common/error.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+/* ---- helpers ------------------------------------------------------------- */
+
+static char tmpdir[64];
+
+static void setup(void)
+{
+	error_set_quiet(1);
+	strcpy(tmpdir, "/tmp/check_snap.XXXXXX");
+	ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+}
+
+static void rm_rf(const char *path)
+{
+	struct stat st;
+	if (lstat(path, &st) < 0)
+		return;
+	if (S_ISDIR(st.st_mode)) {
+		chmod(path, 0700);
+		DIR *d = opendir(path);
+		struct dirent *e;
+		while (d && (e = readdir(d))) {
+			if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+				continue;
+			char sub[4096];
+			snprintf(sub, sizeof(sub), "%s/%s", path, e->d_name);
+			rm_rf(sub);
+		}
+		if (d)
+			closedir(d);
+		rmdir(path);
+	} else {
+		unlink(path);
+	}
+}
+
+static void teardown(void)
+{
+	rm_rf(tmpdir);
+	error_set_quiet(0);
+}
+
+static char *in_tmp(const char *name)
+{
+	static char buf[4][256];
+	static int next;
+	char *p = buf[next++ % 4];
+	snprintf(p, sizeof(buf[0]), "%s/%s", tmpdir, name);
+	return p;
+}
+
+static size_t count_entries(const char *dir)
+{
+	size_t n = 0;
+	DIR *d = opendir(dir);
+	struct dirent *e;
+	ck_assert_ptr_nonnull(d);
+	while ((e = readdir(d)))
+		if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+			n++;
+	closedir(d);
+	return n;
+}
+
+static char *slurp(const char *path, size_t *len)
+{
+	FILE *f = fopen(path, "rb");
+	ck_assert_ptr_nonnull(f);
+	size_t cap = 4096, n = 0;
+	char *b = malloc(cap);
+	size_t got;
+	while ((got = fread(b + n, 1, cap - n, f)) > 0) {
+		n += got;
+		if (n == cap)
+			b = realloc(b, cap *= 2);
+	}
+	fclose(f);
+	*len = n;
+	return b;
+}
+
+static void spit(const char *path, const char *buf, size_t len)
+{
+	FILE *f = fopen(path, "wb");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_uint_eq(fwrite(buf, 1, len, f), len);
+	ck_assert_int_eq(fclose(f), 0);
+}
+
+/* The uncompressed text of a gzip file. */
+static char *gunzip(const char *path, size_t *len)
+{
+	gzFile gz = gzopen(path, "rb");
+	ck_assert_ptr_nonnull(gz);
+	size_t cap = 4096, n = 0;
+	char *b = malloc(cap);
+	int got;
+	while ((got = gzread(gz, b + n, (unsigned)(cap - n))) > 0) {
+		n += (size_t)got;
+		if (n == cap)
+			b = realloc(b, cap *= 2);
+	}
+	ck_assert_int_eq(got, 0);
+	gzclose(gz);
+	*len = n;
+	return b;
+}
+
+/* Runs with error() output going to a file, and returns what was printed. */
+static int capture_fd = -1, saved_stderr = -1;
+
+static void capture_start(void)
+{
+	fflush(stderr);
+	capture_fd = open(in_tmp("stderr.txt"), O_RDWR | O_CREAT | O_TRUNC, 0600);
+	ck_assert_int_ge(capture_fd, 0);
+	saved_stderr = dup(2);
+	dup2(capture_fd, 2);
+	error_set_quiet(0);
+}
+
+static char *capture_end(void)
+{
+	size_t len;
+	fflush(stderr);
+	dup2(saved_stderr, 2);
+	close(saved_stderr);
+	close(capture_fd);
+	error_set_quiet(1);
+	char *text = slurp(in_tmp("stderr.txt"), &len);
+	text = realloc(text, len + 1);
+	text[len] = '\0';
+	return text;
+}
+
+static size_t count_lines(const char *text)
+{
+	size_t n = 0;
+	for (; *text; text++)
+		n += *text == '\n';
+	return n;
+}
+
+/* ---- a snapshot exercising every field ----------------------------------- */
+
+static const char *const test_argv[] = {
+	"./prog", "hello world", "line\nbreak", "tab\there", "na\xc3\xafve \xe2\x9c\x93",
+	"back\\slash", "", "\x01\x7f\x1b[31m", "\xff\xfe invalid utf-8", "s 1", "-",
+};
+#define TEST_ARGC (sizeof(test_argv) / sizeof(test_argv[0]))
+
+static void build(struct snap *s)
+{
+	snap_init(s);
+	s->version = SNAP_FORMAT_VERSION;
+	s->ptfil_version = strdup("0.1.0");
+	s->mode = strdup("launch");
+	s->argc = TEST_ARGC;
+	s->argv = calloc(TEST_ARGC, sizeof(char *));
+	for (size_t i = 0; i < TEST_ARGC; i++)
+		s->argv[i] = strdup(test_argv[i]);
+	s->pid = 4242;
+	s->start_time = 1700000000.123456;
+	s->duration = 2.5e-3;
+	s->exit_status = 139;
+	s->vmhwm = 60ull << 20;
+	s->page_size = 4096;
+	s->peak = (struct snap_peak){ .time = 0.1, .charged = 54ull << 20,
+				      .reserved = 562ull << 20, .rss = UINT64_MAX };
+
+	s->n_modules = 3;
+	s->modules = calloc(3, sizeof(*s->modules));
+	s->modules[0] = (struct snap_module){ strdup("/usr/bin/prog with space"), strdup("0123abcdef"), 0x555555554000ull };
+	s->modules[1] = (struct snap_module){ strdup("/lib/x86_64-linux-gnu/libc.so.6"), NULL, 0x7ffff7c00000ull };
+	s->modules[2] = (struct snap_module){ strdup("/lib/x86_64-linux-gnu/libc.so.6"), strdup("ffee"), UINT64_MAX };
+
+	s->n_frames = 6;
+	s->frames = calloc(6, sizeof(*s->frames));
+	s->frames[0] = (struct snap_frame){ 0, 0x1234, strdup("main") };
+	s->frames[1] = (struct snap_frame){ 0, 0x1300, strdup("make_big") };
+	s->frames[2] = (struct snap_frame){ 1, 0x94ac3, strdup("start_thread") };
+	s->frames[3] = (struct snap_frame){ 0, 0x1400, NULL };
+	s->frames[4] = (struct snap_frame){ -1, 0, strdup("[before attach]") };
+	s->frames[5] = (struct snap_frame){ -1, 0xffffffffff600000ull, strdup("main") };
+
+	/* root; main; main>make_big; start_thread; start_thread>?; [before attach]; main>make_big>vsyscall */
+	s->n_nodes = 7;
+	s->nodes = calloc(7, sizeof(*s->nodes));
+	s->nodes[1] = (struct snap_node){ 0, 0 };
+	s->nodes[2] = (struct snap_node){ 1, 1 };
+	s->nodes[3] = (struct snap_node){ 0, 2 };
+	s->nodes[4] = (struct snap_node){ 3, 3 };
+	s->nodes[5] = (struct snap_node){ 0, 4 };
+	s->nodes[6] = (struct snap_node){ 2, 5 };
+
+	s->n_stacks = 4;
+	s->stacks = calloc(4, sizeof(*s->stacks));
+	s->stacks[0] = (struct snap_stack){ 2, SNAP_KIND_MMAP, 50ull << 20, 50ull << 20, 1 };
+	s->stacks[1] = (struct snap_stack){ 4, SNAP_KIND_MMAP, 4ull << 20, 512ull << 20, 4 };
+	s->stacks[2] = (struct snap_stack){ 5, SNAP_KIND_PSEUDO, 132 * 1024, 132 * 1024, 1 };
+	s->stacks[3] = (struct snap_stack){ 0, SNAP_KIND_BRK, 0, UINT64_MAX, 0 };
+
+	s->n_live = 2;
+	s->live = calloc(2, sizeof(*s->live));
+	s->live[0] = (struct snap_stack){ 4, SNAP_KIND_MMAP, 4ull << 20, 512ull << 20, 4 };
+	s->live[1] = (struct snap_stack){ 6, SNAP_KIND_HEAP, 17, 17, 3 };
+
+	s->n_samples = 3;
+	s->samples = calloc(3, sizeof(*s->samples));
+	s->samples[0] = (struct snap_sample){ 0, 0, 1 << 20 };
+	s->samples[1] = (struct snap_sample){ 0.1, 54ull << 20, 57ull << 20 };
+	s->samples[2] = (struct snap_sample){ 1.0 / 3.0, 4ull << 20, 8ull << 20 };
+
+	s->n_counters = 2;
+	s->counters = calloc(2, sizeof(*s->counters));
+	s->counters[0] = (struct snap_counter){ strdup("seccomp"), 1234 };
+	s->counters[1] = (struct snap_counter){ strdup("signal \\ \n odd"), 0 };
+}
+
+static void assert_str_eq_or_null(const char *a, const char *b)
+{
+	if (!a || !b)
+		ck_assert_ptr_eq(a, b);
+	else
+		ck_assert_str_eq(a, b);
+}
+
+static void assert_stacks_eq(const struct snap_stack *a, const struct snap_stack *b, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		ck_assert_uint_eq(a[i].node, b[i].node);
+		ck_assert_int_eq(a[i].kind, b[i].kind);
+		ck_assert_uint_eq(a[i].charged, b[i].charged);
+		ck_assert_uint_eq(a[i].reserved, b[i].reserved);
+		ck_assert_uint_eq(a[i].count, b[i].count);
+	}
+}
+
+static void assert_snap_eq(const struct snap *a, const struct snap *b)
+{
+	size_t i;
+	ck_assert_uint_eq(a->version, b->version);
+	assert_str_eq_or_null(a->ptfil_version, b->ptfil_version);
+	assert_str_eq_or_null(a->mode, b->mode);
+	ck_assert_uint_eq(a->argc, b->argc);
+	for (i = 0; i < a->argc; i++)
+		ck_assert_str_eq(a->argv[i], b->argv[i]);
+	ck_assert_int_eq(a->pid, b->pid);
+	ck_assert(a->start_time == b->start_time);
+	ck_assert(a->duration == b->duration);
+	ck_assert_int_eq(a->exit_status, b->exit_status);
+	ck_assert_uint_eq(a->vmhwm, b->vmhwm);
+	ck_assert_uint_eq(a->page_size, b->page_size);
+	ck_assert(a->peak.time == b->peak.time);
+	ck_assert_uint_eq(a->peak.charged, b->peak.charged);
+	ck_assert_uint_eq(a->peak.reserved, b->peak.reserved);
+	ck_assert_uint_eq(a->peak.rss, b->peak.rss);
+	ck_assert_uint_eq(a->n_modules, b->n_modules);
+	for (i = 0; i < a->n_modules; i++) {
+		ck_assert_str_eq(a->modules[i].path, b->modules[i].path);
+		assert_str_eq_or_null(a->modules[i].build_id, b->modules[i].build_id);
+		ck_assert_uint_eq(a->modules[i].base, b->modules[i].base);
+	}
+	ck_assert_uint_eq(a->n_frames, b->n_frames);
+	for (i = 0; i < a->n_frames; i++) {
+		ck_assert_int_eq(a->frames[i].module, b->frames[i].module);
+		ck_assert_uint_eq(a->frames[i].offset, b->frames[i].offset);
+		assert_str_eq_or_null(a->frames[i].function, b->frames[i].function);
+	}
+	ck_assert_uint_eq(a->n_nodes, b->n_nodes);
+	for (i = 1; i < a->n_nodes; i++) {
+		ck_assert_uint_eq(a->nodes[i].parent, b->nodes[i].parent);
+		ck_assert_uint_eq(a->nodes[i].frame, b->nodes[i].frame);
+	}
+	ck_assert_uint_eq(a->n_stacks, b->n_stacks);
+	assert_stacks_eq(a->stacks, b->stacks, a->n_stacks);
+	ck_assert_uint_eq(a->n_live, b->n_live);
+	assert_stacks_eq(a->live, b->live, a->n_live);
+	ck_assert_uint_eq(a->n_samples, b->n_samples);
+	for (i = 0; i < a->n_samples; i++) {
+		ck_assert(a->samples[i].time == b->samples[i].time);
+		ck_assert_uint_eq(a->samples[i].charged, b->samples[i].charged);
+		ck_assert_uint_eq(a->samples[i].rss, b->samples[i].rss);
+	}
+	ck_assert_uint_eq(a->n_counters, b->n_counters);
+	for (i = 0; i < a->n_counters; i++) {
+		ck_assert_str_eq(a->counters[i].name, b->counters[i].name);
+		ck_assert_uint_eq(a->counters[i].count, b->counters[i].count);
+	}
+}
+
+/* Writes the full test snapshot to dir/name and returns its path. */
+static const char *write_sample(const char *name)
+{
+	struct snap s;
+	const char *path = in_tmp(name);
+	build(&s);
+	ck_assert_int_eq(snap_write(&s, path), 0);
+	snap_fin(&s);
+	return path;
+}
+
+/* ---- round trip ---------------------------------------------------------- */
+
+START_TEST(test_round_trip)
+{
+	struct snap s, back;
+	const char *path = in_tmp("peak.ptfil.gz");
+	build(&s);
+	ck_assert_int_eq(snap_write(&s, path), 0);
+	ck_assert_uint_eq(count_entries(tmpdir), 1);  /* no temporary file left */
+	ck_assert_int_eq(snap_read(path, &back), 0);
+	assert_snap_eq(&s, &back);
+	/* Writing again over an existing file replaces it. */
+	s.pid = 7;
+	ck_assert_int_eq(snap_write(&s, path), 0);
+	snap_fin(&back);
+	ck_assert_int_eq(snap_read(path, &back), 0);
+	ck_assert_int_eq(back.pid, 7);
+	ck_assert_uint_eq(count_entries(tmpdir), 1);
+	snap_fin(&back);
+	snap_fin(&s);
+	ck_assert_ptr_null(s.argv);
+	ck_assert_uint_eq(s.n_frames, 0);
+}
+END_TEST
+
+START_TEST(test_round_trip_minimal)
+{
+	/* Nothing but the header facts, with NULL strings where a writer may leave them. */
+	struct snap s, back;
+	const char *path = in_tmp("min.gz");
+	snap_init(&s);
+	s.exit_status = -1;
+	ck_assert_int_eq(snap_write(&s, path), 0);
+	ck_assert_int_eq(snap_read(path, &back), 0);
+	ck_assert_uint_eq(back.version, SNAP_FORMAT_VERSION);
+	ck_assert_str_eq(back.mode, "");
+	ck_assert_str_eq(back.ptfil_version, "");
+	ck_assert_uint_eq(back.argc, 0);
+	ck_assert_uint_eq(back.n_nodes, 1);
+	ck_assert_int_eq(back.exit_status, -1);
+	snap_fin(&back);
+}
+END_TEST
+
+START_TEST(test_strings_interned)
+{
+	/* Paths and names used many times are written once each. */
+	size_t len;
+	char *text = gunzip(write_sample("s.gz"), &len);
+	text = realloc(text, len + 1);
+	text[len] = '\0';
+	size_t libc = 0, mains = 0;
+	for (char *p = text; (p = strstr(p, "\ns ")); p++) {
+		libc += !strncmp(p, "\ns /lib/x86_64-linux-gnu/libc.so.6\n", 35);
+		mains += !strncmp(p, "\ns main\n", 8);
+	}
+	ck_assert_uint_eq(libc, 1);
+	ck_assert_uint_eq(mains, 1);
+	ck_assert(!strncmp(text, "ptfil-snapshot 1\n", 17));
+	ck_assert(len >= 3 && !strcmp(text + len - 3, "\ne\n"));
+	free(text);
+}
+END_TEST
+
+START_TEST(test_plain_text_file)
+{
+	/* An uncompressed snapshot is read too (gzread passes plain files through). */
+	size_t len;
+	struct snap s, back;
+	char *text = gunzip(write_sample("s.gz"), &len);
+	spit(in_tmp("plain.txt"), text, len);
+	build(&s);
+	ck_assert_int_eq(snap_read(in_tmp("plain.txt"), &back), 0);
+	assert_snap_eq(&s, &back);
+	snap_fin(&s);
+	snap_fin(&back);
+	free(text);
+}
+END_TEST
+
+START_TEST(test_stack_frames)
+{
+	struct snap s;
+	uint32_t out[8];
+	build(&s);
+	ck_assert_uint_eq(snap_stack_frames(&s, 6, out, 8), 3);
+	ck_assert_uint_eq(out[0], 5);
+	ck_assert_uint_eq(out[1], 1);
+	ck_assert_uint_eq(out[2], 0);
+	/* The depth is whole even when out is short. */
+	memset(out, 0xff, sizeof(out));
+	ck_assert_uint_eq(snap_stack_frames(&s, 6, out, 1), 3);
+	ck_assert_uint_eq(out[0], 5);
+	ck_assert_uint_eq(out[1], UINT32_MAX);
+	ck_assert_uint_eq(snap_stack_frames(&s, 0, out, 8), 0);
+	ck_assert_uint_eq(snap_stack_frames(&s, 99, out, 8), 0);
+	/* Hostile tries: a cycle, a self loop, a frame out of range. */
+	s.nodes[1].parent = 2;
+	ck_assert_uint_eq(snap_stack_frames(&s, 2, out, 8), 2);
+	s.nodes[3].parent = 3;
+	ck_assert_uint_eq(snap_stack_frames(&s, 3, out, 8), 1);
+	s.nodes[4].frame = 1000;
+	ck_assert_uint_eq(snap_stack_frames(&s, 4, out, 8), 0);
+	snap_fin(&s);
+	ck_assert_uint_eq(snap_stack_frames(&s, 3, out, 8), 0);
+}
+END_TEST
+
+/* ---- atomic writes ------------------------------------------------------- */
+
+START_TEST(test_write_missing_dir)
+{
+	struct snap s;
+	build(&s);
+	capture_start();
+	int rc = snap_write(&s, in_tmp("no/such/dir/x.gz"));
+	char *msg = capture_end();
+	ck_assert_int_eq(rc, -1);
+	ck_assert_uint_eq(count_lines(msg), 1);
+	ck_assert_ptr_nonnull(strstr(msg, "no/such/dir/x.gz"));
+	ck_assert_ptr_nonnull(strstr(msg, strerror(ENOENT)));
+	ck_assert_uint_eq(count_entries(tmpdir), 1);  /* stderr.txt only */
+	free(msg);
+	snap_fin(&s);
+}
+END_TEST
+
+START_TEST(test_write_rename_fails_cleanly)
+{
+	/* The target is a non-empty directory: the data is written, the rename fails. */
+	struct snap s;
+	const char *path = in_tmp("dir.gz");
+	ck_assert_int_eq(mkdir(path, 0700), 0);
+	spit(in_tmp("dir.gz/keep"), "x", 1);
+	build(&s);
+	ck_assert_int_eq(snap_write(&s, path), -1);
+	ck_assert_uint_eq(count_entries(tmpdir), 1);
+	ck_assert_uint_eq(count_entries(path), 1);
+	snap_fin(&s);
+}
+END_TEST
+
+START_TEST(test_write_failure_keeps_old_file)
+{
+	/* A file-size limit fails the write like a full disk would, even for root. */
+	struct snap s;
+	struct rlimit old, small;
+	const char *path = in_tmp("old.gz");
+	size_t before_len, after_len;
+
+	spit(path, "previous snapshot", 17);
+	build(&s);
+	/* Enough distinct names that the file cannot compress under the limit. */
+	s.frames = realloc(s.frames, 4000 * sizeof(*s.frames));
+	for (size_t i = s.n_frames; i < 4000; i++) {
+		char name[64];
+		snprintf(name, sizeof(name), "fn_%zx_%lx", i * 2654435761u, (unsigned long)random());
+		s.frames[i] = (struct snap_frame){ -1, i * 7919, strdup(name) };
+	}
+	s.n_frames = 4000;
+	signal(SIGXFSZ, SIG_IGN);
+	getrlimit(RLIMIT_FSIZE, &old);
+	/* Only the soft limit: a lowered hard limit could not be raised again. */
+	small = (struct rlimit){ 4096, old.rlim_max };
+	ck_assert_int_eq(setrlimit(RLIMIT_FSIZE, &small), 0);
+	capture_start();
+	int rc = snap_write(&s, path);
+	char *msg = capture_end();
+	setrlimit(RLIMIT_FSIZE, &old);
+	signal(SIGXFSZ, SIG_DFL);
+	ck_assert_int_eq(rc, -1);
+	ck_assert_uint_eq(count_lines(msg), 1);
+	ck_assert_ptr_nonnull(strstr(msg, path));
+	ck_assert_ptr_nonnull(strstr(msg, strerror(EFBIG)));
+	char *after = slurp(path, &after_len);
+	before_len = 17;
+	ck_assert_uint_eq(after_len, before_len);
+	ck_assert_mem_eq(after, "previous snapshot", 17);
+	ck_assert_uint_eq(count_entries(tmpdir), 2);  /* old.gz and stderr.txt */
+	free(after);
+	free(msg);
+	snap_fin(&s);
+}
+END_TEST
+
+START_TEST(test_write_readonly_dir)
+{
+	struct snap s;
+	const char *dir = in_tmp("ro"), *path = in_tmp("ro/x.gz");
+	ck_assert_int_eq(mkdir(dir, 0700), 0);
+	spit(path, "old", 3);
+	ck_assert_int_eq(chmod(dir, 0500), 0);
+	if (access(dir, W_OK) == 0)
+		return;  /* root ignores the mode; the other failure tests cover this path */
+	build(&s);
+	ck_assert_int_eq(snap_write(&s, path), -1);
+	snap_fin(&s);
+	size_t len;
+	char *text = slurp(path, &len);
+	ck_assert_uint_eq(len, 3);
+	free(text);
+	ck_assert_uint_eq(count_entries(dir), 1);
+}
+END_TEST
+
+START_TEST(test_write_refuses_invalid)
+{
+	/* What the reader would reject is never written. */
+	struct snap s;
+	const char *path = in_tmp("bad.gz");
+	build(&s);
+	s.nodes[2].parent = 2;
+	ck_assert_int_eq(snap_write(&s, path), -1);
+	s.nodes[2].parent = 1;
+	s.frames[0].module = 3;
+	ck_assert_int_eq(snap_write(&s, path), -1);
+	s.frames[0].module = 0;
+	s.stacks[0].kind = 'z';
+	ck_assert_int_eq(snap_write(&s, path), -1);
+	s.stacks[0].kind = SNAP_KIND_MMAP;
+	s.live[0].node = 7;
+	ck_assert_int_eq(snap_write(&s, path), -1);
+	ck_assert_uint_eq(count_entries(tmpdir), 0);
+	snap_fin(&s);
+}
+END_TEST
+
+/* ---- hostile files -------------------------------------------------------- */
+
+START_TEST(test_gzip_truncated_everywhere)
+{
+	size_t len;
+	const char *path = write_sample("full.gz");
+	char *full = slurp(path, &len);
+	const char *cut = in_tmp("cut.gz");
+	struct snap s;
+	ck_assert_uint_gt(len, 100);
+	for (size_t n = 0; n < len; n++) {
+		spit(cut, full, n);
+		int rc = snap_read(cut, &s);
+		snap_fin(&s);
+		ck_assert_msg(rc == -1, "a gzip file cut at %zu of %zu bytes was accepted", n, len);
+	}
+	spit(cut, full, len);
+	ck_assert_int_eq(snap_read(cut, &s), 0);
+	snap_fin(&s);
+	free(full);
+}
+END_TEST
+
+START_TEST(test_text_truncated_everywhere)
+{
+	/* Every prefix, on a line boundary or not, is refused: the end marker sees to it. */
+	size_t len;
+	struct snap s;
+	char *text = gunzip(write_sample("full.gz"), &len);
+	for (size_t n = 0; n < len; n++) {
+		int rc = snap_read_mem(text, n, "mem", &s);
+		snap_fin(&s);
+		ck_assert_msg(rc == -1, "text cut at %zu of %zu bytes was accepted", n, len);
+	}
+	ck_assert_int_eq(snap_read_mem(text, len, "mem", &s), 0);
+	snap_fin(&s);
+	free(text);
+}
+END_TEST
+
+START_TEST(test_gzip_flipped_bytes)
+{
+	/*
+	 * A flipped bit either fails the read or changes nothing (a bit in the
+	 * gzip header's time stamp, or in the padding of the last deflate byte).
+	 */
+	size_t len;
+	const char *path = write_sample("full.gz");
+	char *full = slurp(path, &len);
+	const char *bad = in_tmp("flip.gz");
+	struct snap ref, s;
+	size_t failed = 0;
+	build(&ref);
+	for (size_t i = 0; i < len; i++) {
+		for (int bit = 0; bit < 8; bit += 3) {
+			full[i] ^= (char)(1 << bit);
+			spit(bad, full, len);
+			full[i] ^= (char)(1 << bit);
+			if (snap_read(bad, &s) == 0)
+				assert_snap_eq(&ref, &s);
+			else
+				failed++;
+			snap_fin(&s);
+		}
+	}
+	ck_assert_uint_gt(failed, len);
+	snap_fin(&ref);
+	free(full);
+}
+END_TEST
+
+START_TEST(test_text_flipped_bytes)
+{
+	/* Any byte replaced anywhere in the text: a clean success or a clean error. */
+	static const char repl[] = { 'x', '0', '9', ' ', '\n', '\0', '\\', '-', (char)0xff, 'e', 's' };
+	size_t len;
+	struct snap s;
+	char *text = gunzip(write_sample("full.gz"), &len);
+	for (size_t i = 0; i < len; i++) {
+		char orig = text[i];
+		for (size_t k = 0; k < sizeof(repl); k++) {
+			text[i] = repl[k];
+			snap_read_mem(text, len, "mem", &s);
+			snap_fin(&s);
+		}
+		text[i] = orig;
+	}
+	free(text);
+}
+END_TEST
+
+START_TEST(test_binary_garbage)
+{
+	struct snap s;
+	char buf[8192];
+	srandom(1);
+	for (size_t i = 0; i < sizeof(buf); i++)
+		buf[i] = (char)random();
+	spit(in_tmp("rand"), buf, sizeof(buf));
+	ck_assert_int_eq(snap_read(in_tmp("rand"), &s), -1);
+	snap_fin(&s);
+	/* gzip magic, then garbage. */
+	buf[0] = (char)0x1f;
+	buf[1] = (char)0x8b;
+	buf[2] = 8;
+	buf[3] = 0;
+	spit(in_tmp("rand"), buf, sizeof(buf));
+	ck_assert_int_eq(snap_read(in_tmp("rand"), &s), -1);
+	snap_fin(&s);
+	/* A megabyte without a newline. */
+	char *big = malloc(3 << 20);
+	memset(big, 'a', 3 << 20);
+	spit(in_tmp("big"), big, 3 << 20);
+	ck_assert_int_eq(snap_read(in_tmp("big"), &s), -1);
+	snap_fin(&s);
+	free(big);
+	ck_assert_int_eq(snap_read(tmpdir, &s), -1);
+	snap_fin(&s);
+}
+END_TEST
+
+START_TEST(test_missing_file)
+{
+	struct snap s;
+	capture_start();
+	int rc = snap_read(in_tmp("absent.gz"), &s);
+	char *msg = capture_end();
+	ck_assert_int_eq(rc, -1);
+	ck_assert_uint_eq(count_lines(msg), 1);
+	ck_assert_ptr_nonnull(strstr(msg, "absent.gz"));
+	ck_assert_ptr_nonnull(strstr(msg, strerror(ENOENT)));
+	snap_fin(&s);
+	free(msg);
+}
+END_TEST
+
+/* A small valid document; the cases below change one line of it. */
+static const char *const base_lines[] = {
+	"ptfil-snapshot 1",    /* 1 */
+	"s 1.0",               /* 2 */
+	"V 0",                 /* 3 */
+	"s launch",            /* 4 */
+	"o 1",                 /* 5 */
+	"i 42",                /* 6 */
+	"T 1.5",               /* 7 */
+	"d 2",                 /* 8 */
+	"x 0",                 /* 9 */
+	"w 4096",              /* 10 */
+	"z 4096",              /* 11 */
+	"p 1 10 20 30",        /* 12 */
+	"s /bin/prog",         /* 13 */
+	"m 2 - 400000",        /* 14 */
+	"f 0 1a 1",            /* 15 */
+	"n 0 0",               /* 16 */
+	"k 1 m 10 20 1",       /* 17 */
+	"# a comment",         /* 18: replaced by the inserted line */
+	"e",                   /* 19 */
+};
+#define BASE_N (sizeof(base_lines) / sizeof(base_lines[0]))
+
+/* The base document with line `at` (1-based) replaced by `line`, or removed if line is NULL. */
+static char *doc(size_t at, const char *line, size_t *len)
+{
+	size_t cap = 64;
+	for (size_t i = 0; i < BASE_N; i++)
+		cap += strlen(base_lines[i]) + 1;
+	if (line)
+		cap += strlen(line) + 1;
+	char *d = malloc(cap);
+	*len = 0;
+	for (size_t i = 0; i < BASE_N; i++) {
+		const char *l = i + 1 == at ? line : base_lines[i];
+		if (!l)
+			continue;
+		size_t n = strlen(l);
+		memcpy(d + *len, l, n);
+		d[*len + n] = '\n';
+		*len += n + 1;
+	}
+	d[*len] = '\0';
+	return d;
+}
+
+struct bad_case {
+	size_t at;           /* line replaced */
+	const char *line;    /* NULL: removed */
+	size_t err_line;     /* line the error names */
+	const char *expect;  /* substring of the message */
+};
+
+static const struct bad_case bad_cases[] = {
+	{ 18, "Q 1", 18, "unknown tag 'Q'" },
+	{ 18, "\x01", 18, "unknown tag (byte 0x01)" },
+	{ 18, "ss", 18, "unknown tag" },
+	{ 18, "f 1 10 -", 18, "module 1 out of range" },
+	{ 18, "f -2 10 -", 18, "module -2 out of range" },
+	{ 18, "f 0 1A -", 18, "malformed offset" },
+	{ 18, "f 0 10000000000000000 -", 18, "offset '10000000000000000' out of range" },
+	{ 18, "m 9 - 0", 18, "string 9 refers to nothing" },
+	{ 18, "n 2 0", 18, "parent node 2 refers to nothing" },
+	{ 18, "n 0 1", 18, "frame 1 refers to nothing" },
+	{ 18, "k 2 m 1 1 1", 18, "stack node 2 refers to nothing" },
+	{ 18, "l 1 q 1 1 1", 18, "unknown stack kind 'q'" },
+	{ 18, "l 1 mm 1 1 1", 18, "unknown stack kind" },
+	{ 18, "a 3", 18, "string 3 refers to nothing" },
+	{ 18, "a -", 18, "malformed string" },
+	{ 18, "t 1 12x 3", 18, "malformed charged bytes '12x'" },
+	{ 18, "t 1 -5 3", 18, "malformed charged bytes" },
+	{ 18, "t 1 18446744073709551616 0", 18, "charged bytes '18446744073709551616' out of range" },
+	{ 18, "t 1 18446744073709551615 0", 0, NULL },
+	{ 18, "t nan 1 1", 18, "malformed sample time" },
+	{ 18, "t inf 1 1", 18, "malformed sample time" },
+	{ 18, "t 1e999 1 1", 18, "malformed sample time" },
+	{ 18, "t 0x10 1 1", 18, "malformed sample time" },
+	{ 18, "t 1 1", 18, "expected 3 fields, found 2" },
+	{ 18, "t 1 1 1 1", 18, "too many fields" },
+	{ 18, "t 1  1 1", 18, "empty field" },
+	{ 18, "t 1 1 1 ", 18, "empty field" },
+	{ 18, "t", 18, "expected 3 fields, found none" },
+	{ 18, "i 43", 18, "duplicate 'i' record" },
+	{ 18, "p 1 1 1 1", 18, "duplicate 'p' record" },
+	{ 18, "s a\\qb", 18, "bad escape" },
+	{ 18, "s a\\x0", 18, "bad escape" },
+	{ 18, "s \\x00", 18, "bad escape" },
+	{ 18, "s trailing\\", 18, "bad escape" },
+	{ 18, "s a\tb", 18, "unescaped control byte 0x09" },
+	{ 18, "s a\rb", 18, "unescaped control byte 0x0d" },
+	{ 18, "s \\x41\\\\\\n\xff", 0, NULL },
+	{ 18, "c 0", 18, "expected 2 fields, found 1" },
+	{ 18, "", 0, NULL },
+	{ 9, "x -2", 9, "exit status -2 out of range" },
+	{ 9, "x 2147483648", 9, "exit status 2147483648 out of range" },
+	{ 6, "i 99999999999999999999", 6, "pid '99999999999999999999' out of range" },
+	{ 1, "ptfil-snapshot 7", 1, "snapshot format 7 is newer than this check_ptfil reads (1); upgrade ptfil" },
+	{ 1, "ptfil-snapshot 0", 1, "unsupported snapshot format 0" },
+	{ 1, "ptfil-snapshot x", 1, "malformed format version" },
+	{ 1, "ptfil-snapshot 1 ", 1, "malformed format version" },
+	{ 1, "heaptrack 1", 1, "not a ptfil snapshot" },
+	{ 1, NULL, 1, "not a ptfil snapshot" },
+	{ 12, NULL, 18, "end marker before the required 'p' record" },
+	{ 3, NULL, 18, "end marker before the required 'V' record" },
+	{ 19, "e x", 19, "too many fields (expected 0)" },
+	{ 19, NULL, 18, "truncated (no end marker)" },
+};
+
+START_TEST(test_bad_records)
+{
+	const struct bad_case *c = &bad_cases[_i];
+	size_t len;
+	struct snap s;
+	char *d = doc(c->at, c->line, &len);
+	capture_start();
+	int rc = snap_read_mem(d, len, "case.txt", &s);
+	char *msg = capture_end();
+	snap_fin(&s);
+	if (!c->expect) {
+		ck_assert_msg(rc == 0, "case %d (%s) refused: %s", _i, c->line, msg);
+	} else {
+		char want[600];
+		snprintf(want, sizeof(want), "case.txt: line %zu: %s", c->err_line, c->expect);
+		ck_assert_msg(rc == -1, "case %d (%s) accepted", _i, c->line);
+		ck_assert_msg(count_lines(msg) == 1, "case %d: not one line: %s", _i, msg);
+		ck_assert_msg(strstr(msg, want), "case %d: wanted '%s', got '%s'", _i, want, msg);
+	}
+	free(msg);
+	free(d);
+}
+END_TEST
+
+START_TEST(test_after_end_and_long_lines)
+{
+	size_t len;
+	struct snap s;
+	char *d = doc(0, NULL, &len);
+	/* Anything after the end marker, even a comment. */
+	char *more = malloc(len + 16);
+	memcpy(more, d, len);
+	memcpy(more + len, "# more\n", 7);
+	capture_start();
+	ck_assert_int_eq(snap_read_mem(more, len + 7, "x", &s), -1);
+	char *msg = capture_end();
+	ck_assert_ptr_nonnull(strstr(msg, "x: line 20: data after the end marker"));
+	snap_fin(&s);
+	free(msg);
+	free(more);
+
+	/* A string line of exactly the limit is read; one byte more is refused. */
+	size_t limit = 1 << 20;
+	char *big = malloc(len + limit + 16);
+	memcpy(big, "ptfil-snapshot 1\ns ", 19);
+	memset(big + 19, 'a', limit - 2);
+	size_t n = 19 + limit - 2;
+	big[n++] = '\n';
+	memcpy(big + n, d + 17, len - 17);
+	n += len - 17;
+	ck_assert_int_eq(snap_read_mem(big, n, "big", &s), 0);
+	snap_fin(&s);
+	memmove(big + 20, big + 19, n - 19);
+	big[19] = 'a';
+	capture_start();
+	ck_assert_int_eq(snap_read_mem(big, n + 1, "big", &s), -1);
+	msg = capture_end();
+	ck_assert_ptr_nonnull(strstr(msg, "big: line 2: line longer than"));
+	snap_fin(&s);
+	free(msg);
+	free(big);
+	free(d);
+}
+END_TEST
+
+START_TEST(test_gzip_error_messages)
+{
+	/* The error names the file and says what is wrong with it. */
+	size_t len;
+	const char *path = write_sample("full.gz");
+	char *full = slurp(path, &len);
+	struct snap s;
+
+	spit(in_tmp("cut.gz"), full, len - 4);
+	capture_start();
+	ck_assert_int_eq(snap_read(in_tmp("cut.gz"), &s), -1);
+	char *msg = capture_end();
+	snap_fin(&s);
+	ck_assert_uint_eq(count_lines(msg), 1);
+	ck_assert_ptr_nonnull(strstr(msg, "cut.gz: line "));
+	ck_assert_ptr_nonnull(strstr(msg, "truncated"));
+	free(msg);
+
+	full[len - 6] ^= 0x10;  /* in the CRC */
+	spit(in_tmp("crc.gz"), full, len);
+	capture_start();
+	ck_assert_int_eq(snap_read(in_tmp("crc.gz"), &s), -1);
+	msg = capture_end();
+	snap_fin(&s);
+	ck_assert_uint_eq(count_lines(msg), 1);
+	ck_assert_ptr_nonnull(strstr(msg, "crc.gz: line "));
+	ck_assert_ptr_nonnull(strstr(msg, "corrupt gzip data"));
+	free(msg);
+	free(full);
+}
+END_TEST
+
+Suite *snap_suite(void)
+{
+	Suite *su = suite_create("snap");
+	TCase *tc = tcase_create("format");
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_round_trip);
+	tcase_add_test(tc, test_round_trip_minimal);
+	tcase_add_test(tc, test_strings_interned);
+	tcase_add_test(tc, test_plain_text_file);
+	tcase_add_test(tc, test_stack_frames);
+	tcase_add_test(tc, test_write_missing_dir);
+	tcase_add_test(tc, test_write_rename_fails_cleanly);
+	tcase_add_test(tc, test_write_failure_keeps_old_file);
+	tcase_add_test(tc, test_write_readonly_dir);
+	tcase_add_test(tc, test_write_refuses_invalid);
+	tcase_add_test(tc, test_gzip_truncated_everywhere);
+	tcase_add_test(tc, test_text_truncated_everywhere);
+	tcase_add_test(tc, test_gzip_flipped_bytes);
+	tcase_add_test(tc, test_text_flipped_bytes);
+	tcase_add_test(tc, test_binary_garbage);
+	tcase_add_test(tc, test_missing_file);
+	tcase_add_loop_test(tc, test_bad_records, 0, (int)(sizeof(bad_cases) / sizeof(bad_cases[0])));
+	tcase_add_test(tc, test_after_end_and_long_lines);
+	tcase_add_test(tc, test_gzip_error_messages);
+	suite_add_tcase(su, tc);
+	return su;
+}

@@ -1,3 +1,502 @@
-/* Unit tests for sym (placeholder until written). */
+/* Unit tests for symbols/sym: every expectation comes from a second route (the running fixture, nm, readelf), never from hard-coded numbers. */
+#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
 #include "tests/unit/suites.h"
-Suite *sym_suite(void) { return suite_create("sym"); }
+#include "common/error.h"
+#include "symbols/maps.h"
+#include "symbols/sym.h"
+
+static const char *const fixtures[] = { "symfix_pie", "symfix_nopie" };
+static const char *const fixture_fns[] = { "symfix_alpha", "symfix_beta", "symfix_static_gamma", "main" };
+#define NFNS (sizeof(fixture_fns) / sizeof(fixture_fns[0]))
+
+#define LIBC "/lib/x86_64-linux-gnu/libc.so.6"
+
+static char *fixture_path(const char *name)
+{
+	const char *dir = getenv("PTFIL_BUILDDIR");
+	char *p;
+
+	ck_assert(asprintf(&p, "%s/tests/fixtures/%s", dir && *dir ? dir : ".", name) > 0);
+	ck_assert_msg(access(p, X_OK) == 0, "fixture %s is missing: build it, or set PTFIL_BUILDDIR", p);
+	return p;
+}
+
+/* The whole output of a shell command; the caller frees it. */
+static char *run(const char *cmd)
+{
+	FILE *fp = popen(cmd, "r");
+	char *out = NULL;
+	size_t len = 0, n;
+	char buf[4096];
+
+	ck_assert_msg(fp != NULL, "cannot run %s", cmd);
+	while ((n = fread(buf, 1, sizeof(buf), fp)) > 0) {
+		out = realloc(out, len + n + 1);
+		ck_assert(out != NULL);
+		memcpy(out + len, buf, n);
+		len += n;
+	}
+	ck_assert_msg(pclose(fp) == 0, "command failed: %s", cmd);
+	ck_assert_msg(out != NULL, "no output from %s", cmd);
+	out[len] = '\0';
+	return out;
+}
+
+/* What the fixture saw of itself at run time. */
+struct fix_run {
+	char *text;
+	struct maps m;
+	uint64_t fn[NFNS];
+	unsigned char code[16];
+	uint64_t bss, bss_size, eh, eh_size;
+	const char *exe;        /* the program's path as the kernel printed it (points into m) */
+	uint64_t base;          /* where the program's file offset 0 was mapped */
+};
+
+static void fix_run(const char *path, struct fix_run *r)
+{
+	char *cmd, *line, *save = NULL;
+
+	memset(r, 0, sizeof(*r));
+	ck_assert(asprintf(&cmd, "'%s' maps", path) > 0);
+	r->text = run(cmd);
+	free(cmd);
+	char *maps_text = strstr(r->text, "\nmaps\n");
+	ck_assert(maps_text != NULL);
+	maps_text[1] = '\0';
+	maps_text += 6;
+	ck_assert_int_eq(maps_parse(maps_text, strlen(maps_text), &r->m), 0);
+	for (line = strtok_r(r->text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		char name[64], hex[64];
+		unsigned long a, b;
+		if (sscanf(line, "fn %63s %lx", name, &a) == 2) {
+			for (size_t i = 0; i < NFNS; i++)
+				if (strcmp(name, fixture_fns[i]) == 0)
+					r->fn[i] = a;
+		} else if (sscanf(line, "code symfix_alpha %63s", hex) == 1) {
+			ck_assert_uint_eq(strlen(hex), 2 * sizeof(r->code));
+			for (size_t i = 0; i < sizeof(r->code); i++)
+				ck_assert(sscanf(hex + 2 * i, "%2hhx", &r->code[i]) == 1);
+		} else if (sscanf(line, "bss %lx %lu", &a, &b) == 2) {
+			r->bss = a;
+			r->bss_size = b;
+		} else if (sscanf(line, "eh_frame_hdr %lx %lu", &a, &b) == 2) {
+			r->eh = a;
+			r->eh_size = b;
+		}
+	}
+	for (size_t i = 0; i < NFNS; i++)
+		ck_assert_msg(r->fn[i] != 0, "fixture did not print %s", fixture_fns[i]);
+	const struct maps_entry *e = maps_find(&r->m, r->fn[0]);
+	ck_assert(e != NULL && e->path != NULL);
+	ck_assert_int_eq(maps_module_base(&r->m, e, &r->base), 0);
+	r->exe = e->path;
+}
+
+static void fix_done(struct fix_run *r)
+{
+	maps_fin(&r->m);
+	free(r->text);
+}
+
+/* A defined symbol's value and size as nm prints them (dynamic: from .dynsym). */
+static int nm_symbol(const char *path, const char *name, int dynamic, uint64_t *value, uint64_t *size)
+{
+	char *cmd, *out, *line, *save = NULL;
+	int found = 0;
+
+	ck_assert(asprintf(&cmd, "nm -S --defined-only %s '%s'", dynamic ? "-D" : "", path) > 0);
+	out = run(cmd);
+	free(cmd);
+	for (line = strtok_r(out, "\n", &save); line && !found; line = strtok_r(NULL, "\n", &save)) {
+		unsigned long v, s;
+		char type, sym[256];
+		if (sscanf(line, "%lx %lx %c %255s", &v, &s, &type, sym) != 4)
+			continue;
+		char *at = strchr(sym, '@');
+		if (at)
+			*at = '\0';
+		if (strcmp(sym, name) == 0 && strchr("TtWiI", type)) {
+			*value = v;
+			*size = s;
+			found = 1;
+		}
+	}
+	free(out);
+	return found;
+}
+
+/* p_vaddr - p_offset of the lowest-offset PT_LOAD, read by readelf rather than libelf. */
+static uint64_t readelf_bias(const char *path)
+{
+	char *cmd, *out, *line, *save = NULL;
+	uint64_t best_off = UINT64_MAX, bias = 0;
+
+	ck_assert(asprintf(&cmd, "readelf -lW '%s'", path) > 0);
+	out = run(cmd);
+	free(cmd);
+	for (line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		unsigned long off, vaddr;
+		if (sscanf(line, " LOAD %lx %lx", &off, &vaddr) == 2 && off < best_off) {
+			best_off = off;
+			bias = (vaddr & ~0xfffUL) - (off & ~0xfffUL);
+		}
+	}
+	free(out);
+	ck_assert(best_off != UINT64_MAX);
+	return bias;
+}
+
+/* The build id readelf -n prints, or NULL; the caller frees it. */
+static char *readelf_build_id(const char *path)
+{
+	char *cmd, *out, *id = NULL;
+
+	ck_assert(asprintf(&cmd, "readelf -n '%s'", path) > 0);
+	out = run(cmd);
+	free(cmd);
+	char *p = strstr(out, "Build ID: ");
+	if (p) {
+		p += strlen("Build ID: ");
+		id = strndup(p, strspn(p, "0123456789abcdef"));
+	}
+	free(out);
+	return id;
+}
+
+/* Offsets from the running program (address minus where the kernel mapped file offset 0). */
+START_TEST(test_lookup_runtime)
+{
+	char *path = fixture_path(fixtures[_i]);
+	struct fix_run r;
+	uint64_t delta;
+
+	fix_run(path, &r);
+	struct sym_file *f = sym_open(r.exe);
+	ck_assert_ptr_nonnull(f);
+	for (size_t i = 0; i < NFNS; i++) {
+		uint64_t off = r.fn[i] - r.base;
+		const char *name = sym_lookup(f, off, &delta);
+		ck_assert_ptr_nonnull(name);
+		ck_assert_str_eq(name, fixture_fns[i]);
+		ck_assert_uint_eq(delta, 0);
+		name = sym_lookup(f, off + 1, &delta);
+		ck_assert_ptr_nonnull(name);
+		ck_assert_str_eq(name, fixture_fns[i]);
+		ck_assert_uint_eq(delta, 1);
+	}
+	/* Offset 0 is the ELF header: no function is there. */
+	ck_assert_ptr_null(sym_lookup(f, 0, NULL));
+	sym_close(f);
+	fix_done(&r);
+	free(path);
+}
+END_TEST
+
+/* The same functions through nm and readelf: start, last byte, and the byte just past the end. */
+START_TEST(test_lookup_nm)
+{
+	char *path = fixture_path(fixtures[_i]);
+	uint64_t bias = readelf_bias(path), delta;
+	struct sym_file *f = sym_open(path);
+
+	ck_assert_ptr_nonnull(f);
+	for (size_t i = 0; i < NFNS; i++) {
+		uint64_t value, size;
+		ck_assert_msg(nm_symbol(path, fixture_fns[i], 0, &value, &size), "nm lacks %s", fixture_fns[i]);
+		ck_assert_uint_gt(size, 1);
+		uint64_t off = value - bias;
+		const char *name = sym_lookup(f, off + size - 1, &delta);
+		ck_assert_ptr_nonnull(name);
+		ck_assert_str_eq(name, fixture_fns[i]);
+		ck_assert_uint_eq(delta, size - 1);
+		name = sym_lookup(f, off + size, NULL);
+		ck_assert(name == NULL || strcmp(name, fixture_fns[i]) != 0);
+	}
+	sym_close(f);
+	free(path);
+}
+END_TEST
+
+/* sym_read must give what the process had in memory and what the file holds where the kernel mapped it. */
+START_TEST(test_read_bytes)
+{
+	char *path = fixture_path(fixtures[_i]);
+	struct fix_run r;
+	unsigned char got[16], file[16];
+
+	fix_run(path, &r);
+	struct sym_file *f = sym_open(r.exe);
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(sym_read(f, r.fn[0] - r.base, got, sizeof(got)), 0);
+	ck_assert_mem_eq(got, r.code, sizeof(got));
+
+	const struct maps_entry *e = maps_find(&r.m, r.fn[1]);
+	ck_assert_ptr_nonnull(e);
+	int fd = open(r.exe, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(pread(fd, file, sizeof(file), (off_t)(r.fn[1] - e->start + e->offset)), (int)sizeof(file));
+	close(fd);
+	ck_assert_int_eq(sym_read(f, r.fn[1] - r.base, got, sizeof(got)), 0);
+	ck_assert_mem_eq(got, file, sizeof(file));
+
+	/* The start of the image is the ELF header, in every executable mapping layout. */
+	ck_assert_int_eq(sym_read(f, 0, got, 4), 0);
+	ck_assert_mem_eq(got, "\177ELF", 4);
+	sym_close(f);
+	fix_done(&r);
+	free(path);
+}
+END_TEST
+
+/* .bss and addresses outside the image are not file bytes. */
+START_TEST(test_read_unbacked)
+{
+	char *path = fixture_path(fixtures[_i]);
+	struct fix_run r;
+	unsigned char buf[16];
+
+	fix_run(path, &r);
+	struct sym_file *f = sym_open(r.exe);
+	ck_assert_ptr_nonnull(f);
+	ck_assert_uint_gt(r.bss_size, 4096);
+	ck_assert_int_eq(sym_read(f, r.bss - r.base + r.bss_size / 2, buf, 1), -1);
+	ck_assert_int_eq(sym_read(f, (uint64_t)1 << 40, buf, 1), -1);
+	ck_assert_int_eq(sym_read(f, UINT64_MAX - 4, buf, 8), -1);
+	/* A read starting in code but far too long for any segment. */
+	static unsigned char big[1 << 22];
+	ck_assert_int_eq(sym_read(f, r.fn[0] - r.base, big, sizeof(big)), -1);
+	sym_close(f);
+	fix_done(&r);
+	free(path);
+}
+END_TEST
+
+/* PT_GNU_EH_FRAME as the dynamic loader reported it to the program, and a version 1 header there. */
+START_TEST(test_eh_frame_hdr)
+{
+	char *path = fixture_path(fixtures[_i]);
+	struct fix_run r;
+	uint64_t off, size;
+	unsigned char version;
+
+	fix_run(path, &r);
+	ck_assert_uint_ne(r.eh, 0);
+	struct sym_file *f = sym_open(r.exe);
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(sym_eh_frame_hdr(f, &off, &size), 0);
+	ck_assert_uint_eq(off, r.eh - r.base);
+	ck_assert_uint_eq(size, r.eh_size);
+	ck_assert_int_eq(sym_read(f, off, &version, 1), 0);
+	ck_assert_uint_eq(version, 1);
+	sym_close(f);
+	fix_done(&r);
+	free(path);
+}
+END_TEST
+
+START_TEST(test_build_id)
+{
+	const char *paths[3];
+	char *fix[2];
+
+	fix[0] = fixture_path(fixtures[0]);
+	fix[1] = fixture_path(fixtures[1]);
+	paths[0] = fix[0];
+	paths[1] = fix[1];
+	paths[2] = LIBC;
+	for (size_t i = 0; i < 3; i++) {
+		char *want = readelf_build_id(paths[i]);
+		struct sym_file *f = sym_open(paths[i]);
+		ck_assert_ptr_nonnull(f);
+		if (want) {
+			ck_assert_ptr_nonnull(sym_build_id(f));
+			ck_assert_str_eq(sym_build_id(f), want);
+		} else {
+			ck_assert_ptr_null(sym_build_id(f));
+		}
+		free(want);
+		sym_close(f);
+	}
+	free(fix[0]);
+	free(fix[1]);
+}
+END_TEST
+
+/* libc is stripped: names come from .dynsym (and from its debug file when one is installed). */
+START_TEST(test_libc_malloc)
+{
+	uint64_t value, size, delta;
+	uint64_t bias = readelf_bias(LIBC);
+	struct sym_file *f = sym_open(LIBC);
+
+	ck_assert_ptr_nonnull(f);
+	ck_assert_msg(nm_symbol(LIBC, "malloc", 1, &value, &size), "nm -D finds no malloc in " LIBC);
+	const char *name = sym_lookup(f, value - bias, &delta);
+	ck_assert_ptr_nonnull(name);
+	ck_assert_str_eq(name, "malloc");
+	ck_assert_uint_eq(delta, 0);
+	name = sym_lookup(f, value - bias + size / 2, &delta);
+	ck_assert_ptr_nonnull(name);
+	ck_assert_str_eq(name, "malloc");
+	ck_assert_uint_eq(delta, size / 2);
+	sym_close(f);
+}
+END_TEST
+
+/* With libc's debug file installed, static functions such as _int_malloc get their names too. */
+START_TEST(test_libc_debug_file)
+{
+	char *id = readelf_build_id(LIBC), *dpath;
+	uint64_t value, size;
+
+	ck_assert_ptr_nonnull(id);
+	ck_assert(asprintf(&dpath, "/usr/lib/debug/.build-id/%.2s/%s.debug", id, id + 2) > 0);
+	if (access(dpath, R_OK) == 0) {
+		struct sym_file *f = sym_open(LIBC);
+		ck_assert_ptr_nonnull(f);
+		ck_assert(nm_symbol(dpath, "_int_malloc", 0, &value, &size));
+		const char *name = sym_lookup(f, value - readelf_bias(LIBC) + 1, NULL);
+		ck_assert_ptr_nonnull(name);
+		ck_assert_str_eq(name, "_int_malloc");
+		sym_close(f);
+	}
+	free(dpath);
+	free(id);
+}
+END_TEST
+
+/* Runs fn with stderr sent to a temporary file and returns what was written; the caller frees it. */
+static char *capture_stderr(void (*fn)(void *), void *arg)
+{
+	FILE *tmp = tmpfile();
+	int saved = dup(2);
+	char *out;
+	long len;
+
+	ck_assert(tmp != NULL && saved >= 0);
+	fflush(stderr);
+	dup2(fileno(tmp), 2);
+	fn(arg);
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	len = lseek(fileno(tmp), 0, SEEK_END);
+	ck_assert_int_ge(len, 0);
+	out = calloc(1, (size_t)len + 1);
+	ck_assert(out != NULL);
+	ck_assert_int_eq(pread(fileno(tmp), out, (size_t)len, 0), len);
+	fclose(tmp);
+	return out;
+}
+
+static void open_expect_null(void *arg)
+{
+	ck_assert_ptr_null(sym_open(arg));
+}
+
+/* Each bad input is refused with a message, never a crash. */
+START_TEST(test_bad_files)
+{
+	char dir[] = "/tmp/check_sym.XXXXXX", *junk, *empty, *msg;
+	FILE *fp;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	ck_assert(asprintf(&junk, "%s/junk", dir) > 0);
+	ck_assert(asprintf(&empty, "%s/empty", dir) > 0);
+	fp = fopen(junk, "w");
+	ck_assert_ptr_nonnull(fp);
+	fputs("\177ELF but not really an ELF file, only text that starts like one\n", fp);
+	fclose(fp);
+	fp = fopen(empty, "w");
+	ck_assert_ptr_nonnull(fp);
+	fclose(fp);
+
+	const char *bad[] = { junk, empty, "/nonexistent/ptfil/libnothing.so", "/", "/dev/null" };
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		msg = capture_stderr(open_expect_null, (void *)bad[i]);
+		ck_assert_msg(strstr(msg, bad[i]) != NULL, "no message naming %s: \"%s\"", bad[i], msg);
+		free(msg);
+	}
+	unlink(junk);
+	unlink(empty);
+	rmdir(dir);
+	free(junk);
+	free(empty);
+}
+END_TEST
+
+static void cache_twice(void *arg)
+{
+	struct sym_cache *c = arg;
+	ck_assert_ptr_null(sym_cache_get(c, "/nonexistent/ptfil/libgone.so"));
+	ck_assert_ptr_null(sym_cache_get(c, "/nonexistent/ptfil/libgone.so"));
+}
+
+START_TEST(test_cache)
+{
+	struct sym_cache *c = sym_cache_new();
+	char *pie = fixture_path(fixtures[0]), *nopie = fixture_path(fixtures[1]), *msg;
+
+	ck_assert_ptr_nonnull(c);
+	struct sym_file *a = sym_cache_get(c, pie);
+	ck_assert_ptr_nonnull(a);
+	ck_assert_ptr_eq(sym_cache_get(c, pie), a);
+	struct sym_file *b = sym_cache_get(c, nopie);
+	ck_assert_ptr_nonnull(b);
+	ck_assert_ptr_ne(a, b);
+
+	/* A failed path is reported once, then answered from memory. */
+	msg = capture_stderr(cache_twice, c);
+	char *first = strstr(msg, "libgone.so");
+	ck_assert_ptr_nonnull(first);
+	ck_assert_ptr_null(strstr(first + 1, "libgone.so"));
+	free(msg);
+
+	/* Enough distinct paths to make the table grow; earlier entries must survive it. */
+	error_set_quiet(1);
+	for (int i = 0; i < 200; i++) {
+		char p[64];
+		snprintf(p, sizeof(p), "/nonexistent/ptfil/lib%d.so", i);
+		ck_assert_ptr_null(sym_cache_get(c, p));
+	}
+	error_set_quiet(0);
+	ck_assert_ptr_eq(sym_cache_get(c, pie), a);
+	ck_assert_ptr_eq(sym_cache_get(c, nopie), b);
+	sym_cache_free(c);
+	free(pie);
+	free(nopie);
+}
+END_TEST
+
+Suite *sym_suite(void)
+{
+	Suite *s = suite_create("sym");
+	TCase *tc = tcase_create("fixtures");
+	int nfix = (int)(sizeof(fixtures) / sizeof(fixtures[0]));
+
+	tcase_set_timeout(tc, 60);
+	tcase_add_loop_test(tc, test_lookup_runtime, 0, nfix);
+	tcase_add_loop_test(tc, test_lookup_nm, 0, nfix);
+	tcase_add_loop_test(tc, test_read_bytes, 0, nfix);
+	tcase_add_loop_test(tc, test_read_unbacked, 0, nfix);
+	tcase_add_loop_test(tc, test_eh_frame_hdr, 0, nfix);
+	tcase_add_test(tc, test_build_id);
+	tcase_add_test(tc, test_cache);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("system");
+	tcase_set_timeout(tc, 60);
+	tcase_add_test(tc, test_libc_malloc);
+	tcase_add_test(tc, test_libc_debug_file);
+	tcase_add_test(tc, test_bad_files);
+	suite_add_tcase(s, tc);
+	return s;
+}
