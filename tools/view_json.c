@@ -1,1 +1,286 @@
-/* placeholder */
+/* The JSON output of ptfil-view: one document with a stable schema (docs/json-output.md). */
+#include "tools/view.h"
+#include "common/error.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Bumped only when a field changes meaning or disappears; new fields do not bump it. */
+#define VIEW_JSON_FORMAT_VERSION 1
+
+/*
+ * A small emitter that keeps commas and indentation right. A container
+ * opened "inline" keeps its members on one line (frames, samples), so the
+ * document stays readable without being one value per line.
+ */
+#define JSON_MAX_DEPTH 16
+
+struct json {
+	FILE *out;
+	int depth;
+	int count[JSON_MAX_DEPTH];   /* members written so far at each level */
+	int inline_[JSON_MAX_DEPTH];
+};
+
+static void j_string(struct json *j, const char *s)
+{
+	static const char hex[] = "0123456789abcdef";
+	FILE *out = j->out;
+	const unsigned char *p = (const unsigned char *)s;
+	size_t left = strlen(s);
+
+	fputc('"', out);
+	while (left) {
+		size_t n = view_utf8_len(p, left);
+		if (n == 0) {
+			/* Invalid UTF-8 cannot be carried in JSON text: replace each bad byte. */
+			fputs("\\ufffd", out);
+			n = 1;
+		} else if (n > 1) {
+			fwrite(p, 1, n, out);
+		} else if (*p == '"' || *p == '\\') {
+			fputc('\\', out);
+			fputc(*p, out);
+		} else if (*p == '\n') {
+			fputs("\\n", out);
+		} else if (*p == '\t') {
+			fputs("\\t", out);
+		} else if (*p == '\r') {
+			fputs("\\r", out);
+		} else if (*p < 0x20 || *p == 0x7f) {
+			fprintf(out, "\\u00%c%c", hex[*p >> 4], hex[*p & 15]);
+		} else {
+			fputc(*p, out);
+		}
+		p += n;
+		left -= n;
+	}
+	fputc('"', out);
+}
+
+/* Starts a member (key given) or an array element (key NULL). */
+static void j_member(struct json *j, const char *key)
+{
+	int d = j->depth;
+	if (j->count[d]++)
+		fputc(',', j->out);
+	if (j->inline_[d]) {
+		if (j->count[d] > 1)
+			fputc(' ', j->out);
+	} else {
+		fputc('\n', j->out);
+		for (int i = 0; i <= d; i++)
+			fputs("  ", j->out);
+	}
+	if (key) {
+		j_string(j, key);
+		fputs(": ", j->out);
+	}
+}
+
+static void j_open(struct json *j, const char *key, char brace, int inline_)
+{
+	if (j->depth >= 0)
+		j_member(j, key);
+	fputc(brace, j->out);
+	j->depth++;
+	/* The emitter's nesting is fixed by this file, well under the limit. */
+	j->count[j->depth] = 0;
+	j->inline_[j->depth] = inline_ || (j->depth > 0 && j->inline_[j->depth - 1]);
+}
+
+static void j_close(struct json *j, char brace)
+{
+	int d = j->depth--;
+	if (j->count[d] && !j->inline_[d]) {
+		fputc('\n', j->out);
+		for (int i = 0; i <= j->depth; i++)
+			fputs("  ", j->out);
+	}
+	fputc(brace, j->out);
+}
+
+static void j_str(struct json *j, const char *key, const char *v)
+{
+	j_member(j, key);
+	if (v)
+		j_string(j, v);
+	else
+		fputs("null", j->out);
+}
+
+static void j_u64(struct json *j, const char *key, uint64_t v)
+{
+	j_member(j, key);
+	fprintf(j->out, "%llu", (unsigned long long)v);
+}
+
+static void j_int(struct json *j, const char *key, long long v)
+{
+	j_member(j, key);
+	fprintf(j->out, "%lld", v);
+}
+
+static void j_double(struct json *j, const char *key, double v)
+{
+	char buf[64];
+	j_member(j, key);
+	if (!isfinite(v)) {
+		fputs("null", j->out);
+		return;
+	}
+	view_format_double(buf, sizeof(buf), v);
+	fputs(buf, j->out);
+}
+
+static void j_bool(struct json *j, const char *key, int v)
+{
+	j_member(j, key);
+	fputs(v ? "true" : "false", j->out);
+}
+
+/* ---- the document ---------------------------------------------------------- */
+
+static void put_frame(struct json *j, const struct snap *s, uint32_t fi)
+{
+	const struct snap_frame *f = &s->frames[fi];
+	const struct snap_module *m = NULL;
+	if (f->module >= 0 && (size_t)f->module < s->n_modules)
+		m = &s->modules[f->module];
+	j_open(j, NULL, '{', 1);
+	j_str(j, "function", f->function);
+	j_str(j, "module", m ? m->path : NULL);
+	j_str(j, "build_id", m ? m->build_id : NULL);
+	j_u64(j, "offset", f->offset);
+	j_close(j, '}');
+}
+
+static int put_stacks(struct json *j, const struct snap *s, const char *key,
+		      const struct snap_stack *st, size_t n, size_t limit)
+{
+	const struct snap_stack **v = view_sort_stacks(st, n);
+	if (!v)
+		return -1;
+	size_t shown = limit && limit < n ? limit : n;
+	uint32_t *frames = NULL;
+	size_t cap = 0;
+
+	j_open(j, key, '[', 0);
+	for (size_t i = 0; i < shown; i++) {
+		size_t depth = snap_stack_frames(s, v[i]->node, NULL, 0);
+		if (depth > cap) {
+			uint32_t *f = realloc(frames, depth * sizeof(*f));
+			if (!f) {
+				free(frames);
+				free(v);
+				return error("out of memory");
+			}
+			frames = f;
+			cap = depth;
+		}
+		snap_stack_frames(s, v[i]->node, frames, depth);
+		j_open(j, NULL, '{', 0);
+		j_u64(j, "charged_bytes", v[i]->charged);
+		j_u64(j, "reserved_bytes", v[i]->reserved);
+		j_u64(j, "count", v[i]->count);
+		j_str(j, "kind", view_kind_name(v[i]->kind));
+		j_bool(j, "sparse", view_is_sparse(v[i]));
+		j_open(j, "frames", '[', 0);
+		for (size_t k = 0; k < depth; k++)
+			put_frame(j, s, frames[k]);
+		j_close(j, ']');
+		j_close(j, '}');
+	}
+	j_close(j, ']');
+	free(frames);
+	free(v);
+	return 0;
+}
+
+static int cmp_counter(const void *a, const void *b)
+{
+	const struct snap_counter *x = *(const struct snap_counter *const *)a;
+	const struct snap_counter *y = *(const struct snap_counter *const *)b;
+	return strcmp(x->name ? x->name : "", y->name ? y->name : "");
+}
+
+/* Counters by name, in name order; a name written twice is summed, as JSON keys must be unique. */
+static int put_counters(struct json *j, const struct snap *s)
+{
+	const struct snap_counter **v = malloc((s->n_counters ? s->n_counters : 1) * sizeof(*v));
+	if (!v)
+		return error("out of memory");
+	for (size_t i = 0; i < s->n_counters; i++)
+		v[i] = &s->counters[i];
+	qsort(v, s->n_counters, sizeof(*v), cmp_counter);
+	j_open(j, "counters", '{', 0);
+	for (size_t i = 0; i < s->n_counters;) {
+		uint64_t sum = 0;
+		size_t k = i;
+		for (; k < s->n_counters && cmp_counter(&v[i], &v[k]) == 0; k++)
+			sum = sum + v[k]->count < sum ? UINT64_MAX : sum + v[k]->count;
+		j_u64(j, v[i]->name ? v[i]->name : "", sum);
+		i = k;
+	}
+	j_close(j, '}');
+	free(v);
+	return 0;
+}
+
+int view_json(FILE *out, const struct snap *s, const struct view_options *o)
+{
+	struct json j = { .out = out, .depth = -1 };
+	size_t limit = o->top_set ? o->top : 0;
+
+	j_open(&j, NULL, '{', 0);
+	j_int(&j, "format_version", VIEW_JSON_FORMAT_VERSION);
+	j_int(&j, "snapshot_format_version", s->version);
+	j_str(&j, "ptfil_version", s->ptfil_version);
+
+	j_open(&j, "process", '{', 0);
+	j_int(&j, "pid", s->pid);
+	j_open(&j, "command", '[', 1);
+	for (size_t i = 0; i < s->argc; i++)
+		j_str(&j, NULL, s->argv[i]);
+	j_close(&j, ']');
+	j_str(&j, "mode", s->mode);
+	j_double(&j, "start_time", s->start_time);
+	j_double(&j, "duration_s", s->duration);
+	if (s->exit_status < 0)
+		j_str(&j, "exit_status", NULL);
+	else
+		j_int(&j, "exit_status", s->exit_status);
+	j_u64(&j, "vmhwm_bytes", s->vmhwm);
+	j_u64(&j, "page_size", s->page_size);
+	j_close(&j, '}');
+
+	j_open(&j, "peak", '{', 0);
+	j_double(&j, "time_s", s->peak.time);
+	j_u64(&j, "charged_bytes", s->peak.charged);
+	j_u64(&j, "reserved_bytes", s->peak.reserved);
+	j_u64(&j, "rss_bytes", s->peak.rss);
+	j_close(&j, '}');
+
+	j_u64(&j, "stacks_total", s->n_stacks);
+	if (put_stacks(&j, s, "stacks", s->stacks, s->n_stacks, limit) < 0)
+		return -1;
+	j_u64(&j, "live_at_end_total", s->n_live);
+	if (put_stacks(&j, s, "live_at_end", s->live, s->n_live, limit) < 0)
+		return -1;
+
+	j_open(&j, "timeline", '[', 0);
+	for (size_t i = 0; i < s->n_samples; i++) {
+		j_open(&j, NULL, '{', 1);
+		j_double(&j, "time_s", s->samples[i].time);
+		j_u64(&j, "charged_bytes", s->samples[i].charged);
+		j_u64(&j, "rss_bytes", s->samples[i].rss);
+		j_close(&j, '}');
+	}
+	j_close(&j, ']');
+	if (put_counters(&j, s) < 0)
+		return -1;
+	j_close(&j, '}');
+	fputc('\n', out);
+	return 0;
+}

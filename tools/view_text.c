@@ -1,1 +1,405 @@
-/* placeholder */
+/* The text report of ptfil-view: what a person needs from a snapshot, on one screen. */
+#include "tools/view.h"
+#include "common/error.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A stack is flagged when it reserves 4x what is resident and at least 1 MiB unused. */
+#define SPARSE_RATIO 4
+#define SPARSE_MIN_UNUSED (1ull << 20)
+
+/* With --depth unset, about this many frame lines are shared among the shown stacks. */
+#define FRAME_BUDGET 40
+#define DEPTH_MAX 12
+#define DEPTH_MIN 4
+
+/* Names longer than this are cut: a hostile or templated symbol must not flood the screen. */
+#define MAX_SHOWN 200
+
+int view_is_sparse(const struct snap_stack *st)
+{
+	if (st->reserved <= st->charged || st->reserved - st->charged < SPARSE_MIN_UNUSED)
+		return 0;
+	return st->charged <= st->reserved / SPARSE_RATIO;
+}
+
+const char *view_kind_name(char kind)
+{
+	switch (kind) {
+	case SNAP_KIND_MMAP: return "mmap";
+	case SNAP_KIND_BRK: return "brk";
+	case SNAP_KIND_HEAP: return "heap";
+	case SNAP_KIND_PSEUDO: return "pseudo";
+	default: return "unknown";
+	}
+}
+
+const char *view_basename(const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	return slash && slash[1] ? slash + 1 : path;
+}
+
+void view_format_double(char *buf, size_t size, double v)
+{
+	for (int prec = 1; prec <= 17; prec++) {
+		snprintf(buf, size, "%.*g", prec, v);
+		if (strtod(buf, NULL) == v)
+			return;
+	}
+}
+
+size_t view_utf8_len(const unsigned char *p, size_t n)
+{
+	size_t len;
+	unsigned char lo = 0x80, hi = 0xbf;  /* allowed range of the second byte */
+
+	if (n == 0)
+		return 0;
+	if (p[0] < 0x80)
+		return 1;
+	if (p[0] < 0xc2)
+		return 0;         /* continuation byte, or an overlong 2-byte form */
+	if (p[0] < 0xe0) {
+		len = 2;
+	} else if (p[0] < 0xf0) {
+		len = 3;
+		if (p[0] == 0xe0)
+			lo = 0xa0;    /* overlong */
+		else if (p[0] == 0xed)
+			hi = 0x9f;    /* UTF-16 surrogates */
+	} else if (p[0] < 0xf5) {
+		len = 4;
+		if (p[0] == 0xf0)
+			lo = 0x90;    /* overlong */
+		else if (p[0] == 0xf4)
+			hi = 0x8f;    /* beyond U+10FFFF */
+	} else {
+		return 0;
+	}
+	if (n < len || p[1] < lo || p[1] > hi)
+		return 0;
+	for (size_t i = 2; i < len; i++)
+		if (p[i] < 0x80 || p[i] > 0xbf)
+			return 0;
+	return len;
+}
+
+static int cmp_stacks(const void *a, const void *b)
+{
+	const struct snap_stack *x = *(const struct snap_stack *const *)a;
+	const struct snap_stack *y = *(const struct snap_stack *const *)b;
+	if (x->charged != y->charged)
+		return x->charged > y->charged ? -1 : 1;
+	if (x->reserved != y->reserved)
+		return x->reserved > y->reserved ? -1 : 1;
+	if (x->count != y->count)
+		return x->count > y->count ? -1 : 1;
+	if (x->node != y->node)
+		return x->node < y->node ? -1 : 1;
+	return (x->kind > y->kind) - (x->kind < y->kind);
+}
+
+const struct snap_stack **view_sort_stacks(const struct snap_stack *st, size_t n)
+{
+	const struct snap_stack **v = malloc((n ? n : 1) * sizeof(*v));
+	if (!v) {
+		error("out of memory");
+		return NULL;
+	}
+	for (size_t i = 0; i < n; i++)
+		v[i] = &st[i];
+	qsort(v, n, sizeof(*v), cmp_stacks);
+	return v;
+}
+
+/* ---- formatting ------------------------------------------------------------ */
+
+static void fmt_size(char *buf, size_t size, uint64_t bytes)
+{
+	static const char *const units[] = { "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
+	if (bytes < 1024) {
+		snprintf(buf, size, "%llu B", (unsigned long long)bytes);
+		return;
+	}
+	double v = (double)bytes / 1024;
+	size_t u = 0;
+	/* What "%.1f" would round up to 1024.0 goes to the next unit: 1.0 MiB, not 1024.0 KiB. */
+	while (u + 1 < sizeof(units) / sizeof(units[0]) && v >= 1023.95) {
+		v /= 1024;
+		u++;
+	}
+	snprintf(buf, size, "%.1f %s", v, units[u]);
+}
+
+static void fmt_time(char *buf, size_t size, double t)
+{
+	double mag = t < 0 ? -t : t;  /* no fabs: ptfil-view does not link libm */
+	if (mag < 1)
+		snprintf(buf, size, "%.1f ms", t * 1000);
+	else if (mag < 100)
+		snprintf(buf, size, "%.2f s", t);
+	else
+		snprintf(buf, size, "%.0f s", t);
+}
+
+static void fmt_share(char *buf, size_t size, uint64_t part, uint64_t whole)
+{
+	if (whole == 0)
+		snprintf(buf, size, "-");
+	else
+		snprintf(buf, size, "%.1f%%", 100.0 * (double)part / (double)whole);
+}
+
+/*
+ * Prints s for a terminal: control bytes and invalid UTF-8 as \xHH (a file
+ * must not be able to send escape sequences), at most max bytes then "...".
+ */
+static void put_safe(FILE *out, const char *s, size_t max)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t left = strlen(s), shown = 0;
+	while (left) {
+		size_t n = view_utf8_len(p, left);
+		if (shown >= max) {
+			fputs("...", out);
+			return;
+		}
+		if (n == 0 || (n == 1 && (*p < 0x20 || *p == 0x7f))) {
+			fprintf(out, "\\x%02x", *p);
+			n = 1;
+		} else {
+			fwrite(p, 1, n, out);
+		}
+		p += n;
+		left -= n;
+		shown += n;
+	}
+}
+
+/* One argument, quoted as a shell would need it when it is not plain. */
+static void put_arg(FILE *out, const char *a)
+{
+	if (*a && strspn(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./:=@%+,-") == strlen(a)) {
+		put_safe(out, a, MAX_SHOWN);
+		return;
+	}
+	fputc('\'', out);
+	for (const char *q = a; *q; q++) {
+		if (q - a >= MAX_SHOWN) {
+			fputs("...", out);
+			break;
+		}
+		if (*q == '\'') {
+			fputs("'\\''", out);
+		} else {
+			char one[2] = { *q, 0 };
+			/* Multi-byte characters go through byte by byte only when invalid. */
+			size_t n = view_utf8_len((const unsigned char *)q, strlen(q));
+			if (n > 1) {
+				fwrite(q, 1, n, out);
+				q += n - 1;
+			} else {
+				put_safe(out, one, 1);
+			}
+		}
+	}
+	fputc('\'', out);
+}
+
+static void put_frame(FILE *out, const struct snap *s, uint32_t fi)
+{
+	const struct snap_frame *f = &s->frames[fi];
+	const struct snap_module *m = NULL;
+	if (f->module >= 0 && (size_t)f->module < s->n_modules)
+		m = &s->modules[f->module];
+	if (f->function)
+		put_safe(out, f->function, MAX_SHOWN);
+	else if (m)
+		fputs("??", out);
+	if (m) {
+		fputs(" (", out);
+		put_safe(out, view_basename(m->path), MAX_SHOWN);
+		fprintf(out, " + 0x%llx)", (unsigned long long)f->offset);
+	} else if (!f->function) {
+		fprintf(out, "0x%llx", (unsigned long long)f->offset);
+	} else if (f->offset) {
+		fprintf(out, " (0x%llx)", (unsigned long long)f->offset);
+	}
+}
+
+/* ---- the report ------------------------------------------------------------ */
+
+static void put_header(FILE *out, const struct snap *s)
+{
+	char dur[32];
+	fputs("command  ", out);
+	if (s->argc == 0)
+		fputs("(unknown)", out);
+	for (size_t i = 0; i < s->argc; i++) {
+		if (i)
+			fputc(' ', out);
+		if (i >= 32) {
+			fprintf(out, "... (%zu more arguments)", s->argc - i);
+			break;
+		}
+		put_arg(out, s->argv[i]);
+	}
+	fmt_time(dur, sizeof(dur), s->duration);
+	fprintf(out, "\nprocess  pid %d, ", s->pid);
+	put_safe(out, s->mode && *s->mode ? s->mode : "unknown mode", 32);
+	fprintf(out, ", ran %s, ", dur);
+	if (s->exit_status < 0)
+		fputs("had not exited", out);
+	else
+		fprintf(out, "exit status %d", s->exit_status);
+	fputc('\n', out);
+}
+
+static void put_peak(FILE *out, const struct snap *s)
+{
+	char charged[32], reserved[32], rss[32], hwm[32], when[32];
+	fmt_size(charged, sizeof(charged), s->peak.charged);
+	fmt_size(reserved, sizeof(reserved), s->peak.reserved);
+	fmt_size(rss, sizeof(rss), s->peak.rss);
+	fmt_size(hwm, sizeof(hwm), s->vmhwm);
+	fmt_time(when, sizeof(when), s->peak.time);
+	fprintf(out, "peak     %s charged at %s, %s reserved\n", charged, when, reserved);
+	fprintf(out, "RSS      %s at the peak, VmHWM %s\n", rss, hwm);
+}
+
+static void put_sparse_summary(FILE *out, const struct snap *s)
+{
+	uint64_t reserved = 0, charged = 0;
+	size_t n = 0;
+	for (size_t i = 0; i < s->n_stacks; i++) {
+		const struct snap_stack *st = &s->stacks[i];
+		if (!view_is_sparse(st))
+			continue;
+		n++;
+		/* Saturate: a hostile file must not wrap the totals around. */
+		reserved = reserved + st->reserved < reserved ? UINT64_MAX : reserved + st->reserved;
+		charged = charged + st->charged < charged ? UINT64_MAX : charged + st->charged;
+	}
+	if (n == 0) {
+		fputs("sparse   none: no stack reserves much more than is resident\n", out);
+		return;
+	}
+	char unused[32], res[32], chg[32];
+	fmt_size(unused, sizeof(unused), reserved - (charged < reserved ? charged : reserved));
+	fmt_size(res, sizeof(res), reserved);
+	fmt_size(chg, sizeof(chg), charged);
+	fprintf(out, "sparse   %s reserved but not resident, in %zu stack%s (reserved %s, resident %s)\n",
+		unused, n, n == 1 ? "" : "s", res, chg);
+}
+
+static size_t choose_depth(const struct view_options *o, size_t shown)
+{
+	if (o->depth)
+		return o->depth;
+	size_t d = shown ? FRAME_BUDGET / shown : DEPTH_MAX;
+	return d > DEPTH_MAX ? DEPTH_MAX : d < DEPTH_MIN ? DEPTH_MIN : d;
+}
+
+static int put_stacks(FILE *out, const struct snap *s, const struct view_options *o)
+{
+	const struct snap_stack **v = view_sort_stacks(s->stacks, s->n_stacks);
+	if (!v)
+		return -1;
+	size_t shown = o->top && o->top < s->n_stacks ? o->top : s->n_stacks;
+	size_t depth = choose_depth(o, shown);
+	uint32_t *frames = malloc(depth * sizeof(*frames));
+	if (!frames) {
+		free(v);
+		return error("out of memory");
+	}
+
+	if (s->n_stacks == 0)
+		fputs("\nno stack holds memory at the peak\n", out);
+	else if (shown == s->n_stacks)
+		fprintf(out, "\n%zu stack%s at the peak, by charged bytes:\n", shown, shown == 1 ? "" : "s");
+	else
+		fprintf(out, "\ntop %zu of %zu stacks at the peak, by charged bytes:\n", shown, s->n_stacks);
+
+	for (size_t i = 0; i < shown; i++) {
+		const struct snap_stack *st = v[i];
+		char charged[32], reserved[32], share[16];
+		fmt_size(charged, sizeof(charged), st->charged);
+		fmt_size(reserved, sizeof(reserved), st->reserved);
+		fmt_share(share, sizeof(share), st->charged, s->peak.charged);
+		fprintf(out, "#%-2zu %10s %6s  reserved %s  %s, %llu live\n", i + 1, charged, share,
+			reserved, view_kind_name(st->kind), (unsigned long long)st->count);
+		if (view_is_sparse(st))
+			fprintf(out, "      sparse: reserved %s, resident %s\n", reserved, charged);
+		size_t total = snap_stack_frames(s, st->node, frames, depth);
+		if (total == 0)
+			fputs("      (no call stack)\n", out);
+		for (size_t k = 0; k < total && k < depth; k++) {
+			/* The innermost frame is the function that made the mapping. */
+			fputs(k == 0 ? "    \xe2\x86\x92 " : "      ", out);
+			put_frame(out, s, frames[k]);
+			fputc('\n', out);
+		}
+		if (total > depth)
+			fprintf(out, "      ... %zu more\n", total - depth);
+	}
+	if (shown < s->n_stacks) {
+		uint64_t rest = 0;
+		for (size_t i = shown; i < s->n_stacks; i++)
+			rest = rest + v[i]->charged < rest ? UINT64_MAX : rest + v[i]->charged;
+		char size[32], share[16];
+		fmt_size(size, sizeof(size), rest);
+		fmt_share(share, sizeof(share), rest, s->peak.charged);
+		fprintf(out, "... %zu more stack%s: %s (%s)\n", s->n_stacks - shown,
+			s->n_stacks - shown == 1 ? "" : "s", size, share);
+	}
+	free(frames);
+	free(v);
+	return 0;
+}
+
+static void put_tail(FILE *out, const struct snap *s)
+{
+	char a[32], b[32], c[32], d[32];
+	fputc('\n', out);
+	if (s->n_samples) {
+		uint64_t max_charged = 0, max_rss = 0;
+		double at = 0;
+		for (size_t i = 0; i < s->n_samples; i++) {
+			if (s->samples[i].charged > max_charged || i == 0) {
+				max_charged = s->samples[i].charged;
+				at = s->samples[i].time;
+			}
+			if (s->samples[i].rss > max_rss)
+				max_rss = s->samples[i].rss;
+		}
+		fmt_time(a, sizeof(a), s->samples[s->n_samples - 1].time - s->samples[0].time);
+		fmt_size(b, sizeof(b), max_charged);
+		fmt_time(c, sizeof(c), at);
+		fmt_size(d, sizeof(d), max_rss);
+		fprintf(out, "timeline %zu sample%s over %s: charged at most %s (at %s), RSS at most %s\n",
+			s->n_samples, s->n_samples == 1 ? "" : "s", a, b, c, d);
+	}
+	uint64_t charged = 0, reserved = 0;
+	for (size_t i = 0; i < s->n_live; i++) {
+		charged = charged + s->live[i].charged < charged ? UINT64_MAX : charged + s->live[i].charged;
+		reserved = reserved + s->live[i].reserved < reserved ? UINT64_MAX : reserved + s->live[i].reserved;
+	}
+	fmt_size(a, sizeof(a), charged);
+	fmt_size(b, sizeof(b), reserved);
+	fprintf(out, "at end   %s charged, %s reserved still live in %zu stack%s\n",
+		a, b, s->n_live, s->n_live == 1 ? "" : "s");
+}
+
+int view_text(FILE *out, const struct snap *s, const struct view_options *o)
+{
+	put_header(out, s);
+	put_peak(out, s);
+	put_sparse_summary(out, s);
+	if (put_stacks(out, s, o) < 0)
+		return -1;
+	put_tail(out, s);
+	return 0;
+}

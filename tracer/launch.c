@@ -77,8 +77,11 @@ static void on_signal(int sig, siginfo_t *si, void *uc)
 	 * From the terminal (SI_KERNEL) the program got the signal too. Sent to ptfil
 	 * alone, by kill, it is passed on: the program decides, ptfil follows it out.
 	 */
-	if (si->si_code != SI_KERNEL && child_pid > 0)
-		kill(child_pid, sig);
+	if (si->si_code != SI_KERNEL && sig < 65) {
+		loop_forward_from[sig] = si->si_pid;
+		loop_forward[sig] = 1;
+		loop_forward_any = 1;
+	}
 }
 
 static void on_alarm(int sig)

@@ -14,6 +14,15 @@
 #include "tracer/tracee.h"
 
 volatile sig_atomic_t loop_tick;
+volatile sig_atomic_t loop_forward[65];
+volatile sig_atomic_t loop_forward_from[65];
+volatile sig_atomic_t loop_forward_any;
+
+/* The last signal of each number delivered to the main process, and who sent it. */
+static struct {
+	pid_t from;
+	double time;
+} delivered[65];
 
 static void restart(struct tracee *t, int request, int sig)
 {
@@ -135,11 +144,18 @@ void loop_dispatch(struct tracer *T, pid_t tid, int status)
 			restart(t, PTRACE_CONT, 0);
 		}
 		return;
-	case 0:
+	case 0: {
 		/* Signal-delivery-stop: deliver the signal exactly as it came. */
 		T->stops[STOP_SIGNAL]++;
+		siginfo_t si;
+		if (t->p->pid == T->main_pid && (sig == SIGINT || sig == SIGQUIT || sig == SIGTERM || sig == SIGHUP) &&
+		    ptrace(PTRACE_GETSIGINFO, t->tid, 0, &si) == 0 && si.si_code <= 0) {
+			delivered[sig].from = si.si_pid;
+			delivered[sig].time = tracer_now(T);
+		}
 		restart(t, PTRACE_CONT, sig);
 		return;
+	}
 	default:
 		T->stops[STOP_OTHER]++;
 		restart(t, PTRACE_CONT, 0);
@@ -147,9 +163,58 @@ void loop_dispatch(struct tracer *T, pid_t tid, int status)
 	}
 }
 
+/* True when signal sig is pending for process pid (queued, not yet delivered). */
+static int is_pending(pid_t pid, int sig)
+{
+	char path[64], line[256];
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return 0;
+	int pending = 0;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long mask;
+		if ((sscanf(line, "SigPnd: %llx", &mask) == 1 || sscanf(line, "ShdPnd: %llx", &mask) == 1) &&
+		    (mask >> (sig - 1) & 1))
+			pending = 1;
+	}
+	fclose(f);
+	return pending;
+}
+
+/*
+ * Signals sent to ptfil go to the program too, once: a kill of the whole
+ * process group already reached it (seen as a delivery, or still pending), a
+ * kill of ptfil alone did not.
+ */
+static void forward_signals(struct tracer *T)
+{
+	loop_forward_any = 0;
+	int status;
+	pid_t tid;
+	/* First take in what the kernel already has for us: the same send may be queued there. */
+	while ((tid = waitpid(-1, &status, __WALL | WNOHANG)) > 0)
+		loop_dispatch(T, tid, status);
+	for (int sig = 1; sig < 65; sig++) {
+		if (!loop_forward[sig])
+			continue;
+		loop_forward[sig] = 0;
+		pid_t from = (pid_t)loop_forward_from[sig];
+		if (T->main_status >= 0)
+			continue;
+		if (delivered[sig].from == from && tracer_now(T) - delivered[sig].time < 0.5)
+			continue;
+		if (is_pending(T->main_pid, sig))
+			continue;
+		kill(T->main_pid, sig);
+	}
+}
+
 void loop_run(struct tracer *T)
 {
 	while (T->n_threads > 0) {
+		if (loop_forward_any)
+			forward_signals(T);
 		if (loop_tick) {
 			loop_tick = 0;
 			struct proc *p = tracer_proc(T, T->main_pid);

@@ -30,26 +30,52 @@ struct pm_scan_arg {
 #define PM_PFN_MASK ((1ULL << 55) - 1)
 
 static long page_size;
-/* The zero page's frame number, learnt by reading an untouched page of our own; 0 if hidden. */
-static uint64_t zero_pfn;
-static int zero_pfn_known;
 
-static void learn_zero_pfn(void)
+/*
+ * How zero pages are told apart, learnt once from a page of our own that was
+ * only read: PAGEMAP_SCAN's PAGE_IS_PFNZERO where the kernel reports it (not
+ * every kernel does), else the zero page's frame number where pagemap shows
+ * frame numbers (CAP_SYS_ADMIN), else not at all (zero pages count as resident).
+ */
+static int probed;
+static int scan_ok;      /* PAGEMAP_SCAN works */
+static int scan_zero_ok; /* ... and reports the zero page */
+static uint64_t zero_pfn;
+
+static uint64_t scan_range(int fd, uint64_t start, uint64_t end, int skip_zero, int *failed);
+
+static void probe(void)
 {
-	zero_pfn_known = 1;
-	void *m = mmap(NULL, page_size, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	probed = 1;
+	/* Two separate mappings, only read: with a zero page both show the same frame. */
+	size_t len = 2 * (size_t)page_size;
+	char *m = mmap(NULL, len, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	if (m == MAP_FAILED)
 		return;
-	volatile char c = *(volatile char *)m;
-	(void)c;
+	(void)((volatile char *)m)[0];
+	(void)((volatile char *)m)[page_size];
+	int no_zero_page = 0;
 	int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
 	if (fd >= 0) {
-		uint64_t e;
-		if (pread(fd, &e, 8, (off_t)((uintptr_t)m / page_size) * 8) == 8 && (e & PM_PRESENT))
-			zero_pfn = e & PM_PFN_MASK;
+		uint64_t e[2];
+		uintptr_t a = (uintptr_t)m;
+		if (pread(fd, e, 16, (off_t)(a / page_size) * 8) == 16 && (e[0] & PM_PRESENT) && (e[1] & PM_PRESENT)) {
+			uint64_t p0 = e[0] & PM_PFN_MASK, p1 = e[1] & PM_PFN_MASK;
+			if (p0 && p0 == p1)
+				zero_pfn = p0;
+			else if (p0 && p1)
+				no_zero_page = 1; /* reads allocate real pages here (e.g. pvm_no_zero_page) */
+		}
+		int failed = 0;
+		uint64_t all = scan_range(fd, a, a + len, 0, &failed);
+		scan_ok = !failed && all == len;
+		scan_zero_ok = scan_ok && zero_pfn && scan_range(fd, a, a + len, 1, &failed) == 0 && !failed;
 		close(fd);
 	}
-	munmap(m, page_size);
+	munmap(m, len);
+	if (!scan_zero_ok && !zero_pfn && !no_zero_page)
+		warning("this kernel does not show which pages are the shared zero page; "
+			"memory that was only read is charged as resident (run as root to fix)");
 }
 
 static int open_proc(pid_t pid, const char *what)
@@ -75,16 +101,9 @@ int resid_open(struct resid *r, pid_t pid)
 		resid_close(r);
 		return -1;
 	}
-	/* Probe the ioctl once on an empty range. */
-	struct page_region reg;
-	struct pm_scan_arg a = {
-		.size = sizeof(a), .start = 0, .end = (uint64_t)page_size,
-		.vec = (uintptr_t)&reg, .vec_len = 1,
-		.category_mask = PAGE_IS_PRESENT, .return_mask = PAGE_IS_PRESENT,
-	};
-	r->use_scan = ioctl(r->pagemap_fd, PAGEMAP_SCAN, &a) >= 0;
-	if (!r->use_scan && !zero_pfn_known)
-		learn_zero_pfn();
+	if (!probed)
+		probe();
+	r->use_scan = scan_ok;
 	return 0;
 }
 
@@ -99,7 +118,8 @@ void resid_close(struct resid *r)
 	r->pagemap_fd = r->stat_fd = r->statm_fd = -1;
 }
 
-static uint64_t scan_range(struct resid *r, uint64_t start, uint64_t end, int *failed)
+/* Bytes in present pages (not counting zero pages when skip_zero) of [start, end), by PAGEMAP_SCAN. */
+static uint64_t scan_range(int fd, uint64_t start, uint64_t end, int skip_zero, int *failed)
 {
 	struct page_region regs[32];
 	uint64_t bytes = 0;
@@ -107,12 +127,11 @@ static uint64_t scan_range(struct resid *r, uint64_t start, uint64_t end, int *f
 		struct pm_scan_arg a = {
 			.size = sizeof(a), .start = start, .end = end,
 			.vec = (uintptr_t)regs, .vec_len = 32,
-			/* present and not the zero page */
-			.category_inverted = PAGE_IS_PFNZERO,
-			.category_mask = PAGE_IS_PRESENT | PAGE_IS_PFNZERO,
+			.category_inverted = skip_zero ? PAGE_IS_PFNZERO : 0,
+			.category_mask = PAGE_IS_PRESENT | (skip_zero ? PAGE_IS_PFNZERO : 0),
 			.return_mask = PAGE_IS_PRESENT,
 		};
-		int n = ioctl(r->pagemap_fd, PAGEMAP_SCAN, &a);
+		int n = ioctl(fd, PAGEMAP_SCAN, &a);
 		if (n < 0) {
 			*failed = 1;
 			return 0;
@@ -125,6 +144,9 @@ static uint64_t scan_range(struct resid *r, uint64_t start, uint64_t end, int *f
 	}
 	return bytes;
 }
+
+/* Present, non-zero pages of a range known to be present, by frame number. */
+static uint64_t scan_then_read(struct resid *r, uint64_t start, uint64_t end, int *failed);
 
 static uint64_t read_range(struct resid *r, uint64_t start, uint64_t end)
 {
@@ -158,13 +180,39 @@ uint64_t resid_range(struct resid *r, uint64_t start, uint64_t end)
 	r->scans++;
 	if (r->use_scan) {
 		int failed = 0;
-		uint64_t b = scan_range(r, start, end, &failed);
+		uint64_t b = scan_zero_ok || !zero_pfn ? scan_range(r->pagemap_fd, start, end, scan_zero_ok, &failed)
+						       : scan_then_read(r, start, end, &failed);
 		if (!failed)
 			return b;
 		if (errno == ESRCH)
 			return 0;
 	}
 	return read_range(r, start, end);
+}
+
+static uint64_t scan_then_read(struct resid *r, uint64_t start, uint64_t end, int *failed)
+{
+	/* The scan finds the few present regions of a sparse range; only those are read entry by entry. */
+	struct page_region regs[32];
+	uint64_t bytes = 0;
+	while (start < end) {
+		struct pm_scan_arg a = {
+			.size = sizeof(a), .start = start, .end = end,
+			.vec = (uintptr_t)regs, .vec_len = 32,
+			.category_mask = PAGE_IS_PRESENT, .return_mask = PAGE_IS_PRESENT,
+		};
+		int n = ioctl(r->pagemap_fd, PAGEMAP_SCAN, &a);
+		if (n < 0) {
+			*failed = 1;
+			return 0;
+		}
+		for (int i = 0; i < n; i++)
+			bytes += read_range(r, regs[i].start, regs[i].end);
+		if (a.walk_end <= start)
+			break;
+		start = a.walk_end;
+	}
+	return bytes;
 }
 
 static ssize_t read_fd(int fd, char *buf, size_t n)

@@ -1,1 +1,369 @@
-print("ok")
+#!/usr/bin/env python3
+"""End-to-end tests of ptfil-view: snapshots written here in the documented
+format (docs/snapshot-format.md) with Python's gzip module, then the text
+report, the JSON document and the error paths checked."""
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+BUILDDIR = os.environ.get("PTFIL_BUILDDIR", os.getcwd())
+VIEW = os.path.join(BUILDDIR, "ptfil-view")
+TIMEOUT = 30
+MiB = 1 << 20
+
+
+class Snapshot:
+    """Writes the snapshot text format, an independent second implementation of it."""
+
+    def __init__(self, version=1):
+        self.lines = ["ptfil-snapshot %d" % version, "# written by test_view.py"]
+        self.strings = {}
+
+    def ref(self, text):
+        if text is None:
+            return "-"
+        if text not in self.strings:
+            self.strings[text] = len(self.strings)
+            self.lines.append("s " + self.escape(text))
+        return str(self.strings[text])
+
+    @staticmethod
+    def escape(text):
+        out = []
+        for b in text.encode("utf-8", "surrogateescape"):
+            if b == 0x5C:
+                out.append(b"\\\\")
+            elif b == 0x0A:
+                out.append(b"\\n")
+            elif b < 0x20 or b == 0x7F:
+                out.append(b"\\x%02x" % b)
+            else:
+                out.append(bytes([b]))
+        return b"".join(out).decode("utf-8", "surrogateescape")
+
+    def add(self, tag, *fields):
+        self.lines.append(" ".join([tag] + [str(f) for f in fields]))
+
+    def header(self, argv, pid=4242, mode="launch", start=1700000000.25,
+               duration=1.5, exit_status=0, vmhwm=60 * MiB, page_size=4096,
+               peak=(0.75, 54 * MiB, 562 * MiB, 57 * MiB)):
+        self.add("V", self.ref("0.1.0-test"))
+        self.add("o", self.ref(mode))
+        for a in argv:
+            self.add("a", self.ref(a))
+        self.add("i", pid)
+        self.add("T", repr(start))
+        self.add("d", repr(duration))
+        self.add("x", exit_status)
+        self.add("w", vmhwm)
+        self.add("z", page_size)
+        self.add("p", repr(peak[0]), peak[1], peak[2], peak[3])
+
+    def text(self, end=True):
+        return "\n".join(self.lines + (["e"] if end else [])) + "\n"
+
+    def gzip_bytes(self, end=True):
+        return gzip.compress(self.text(end).encode("utf-8", "surrogateescape"))
+
+
+# The seed scenario, as ptfil would write it: 50 MiB mapped and written by
+# main_big_map, four threads each mapping 128 MiB and touching 1 MiB.
+PROG = "/work/tests/targets/sparse_threads"
+LIBC = "/lib/x86_64-linux-gnu/libc.so.6"
+ARGV = ["./sparse_threads", "hello world", "line\nbreak", "na\u00efve \u2713"]
+FRAMES = [  # (module, offset, function)
+    (0, 0x1234, "main_big_map"),
+    (0, 0x1300, "main"),
+    (1, 0x271CA, "__libc_start_call_main"),
+    (0, 0x1200, "thread_fn"),
+    (1, 0x94AC3, "start_thread"),
+    (1, 0x126850, None),            # unknown function in libc
+    (-1, 0, "[before attach]"),     # pseudo frame
+]
+# node: (parent, frame); node 0 is the root
+NODES = [None, (0, 2), (1, 1), (2, 0), (0, 5), (4, 4), (5, 3), (0, 6)]
+STACKS = [  # (node, kind, charged, reserved, count)
+    (6, "m", 4 * MiB, 512 * MiB, 4),
+    (3, "m", 50 * MiB, 50 * MiB, 1),
+    (7, "p", 132 * 1024, 132 * 1024, 1),
+]
+LIVE = [(6, "m", 4 * MiB, 512 * MiB, 4)]
+SAMPLES = [(0.0, 0, 1 * MiB), (0.5, 4 * MiB, 8 * MiB), (0.75, 54 * MiB, 57 * MiB)]
+COUNTERS = [("seccomp", 120), ("signal", 2)]
+
+
+def seed_snapshot(version=1):
+    s = Snapshot(version)
+    s.header(ARGV)
+    s.add("m", s.ref(PROG), "-", "555555554000")
+    s.add("m", s.ref(LIBC), s.ref("0123456789abcdef"), "7ffff7c00000")
+    for module, offset, function in FRAMES:
+        s.add("f", module, "%x" % offset, s.ref(function))
+    for parent, frame in NODES[1:]:
+        s.add("n", parent, frame)
+    for node, kind, charged, reserved, count in STACKS:
+        s.add("k", node, kind, charged, reserved, count)
+    for node, kind, charged, reserved, count in LIVE:
+        s.add("l", node, kind, charged, reserved, count)
+    for t, charged, rss in SAMPLES:
+        s.add("t", repr(t), charged, rss)
+    for name, count in COUNTERS:
+        s.add("c", s.ref(name), count)
+    return s
+
+
+def expected_frames(node):
+    """The frames of a stack node, innermost first, as the JSON should show them."""
+    out = []
+    while node:
+        parent, frame = NODES[node]
+        module, offset, function = FRAMES[frame]
+        out.append({
+            "function": function,
+            "module": [PROG, LIBC][module] if module >= 0 else None,
+            "build_id": [None, "0123456789abcdef"][module] if module >= 0 else None,
+            "offset": offset,
+        })
+        node = parent
+    return out
+
+
+def run(*args):
+    return subprocess.run([VIEW] + list(args), stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, timeout=TIMEOUT)
+
+
+class ViewTest(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory(prefix="test_view.")
+        self.dir = self.tmp.name
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def write(self, name, data):
+        path = os.path.join(self.dir, name)
+        with open(path, "wb") as f:
+            f.write(data)
+        return path
+
+    def assert_read_error(self, path, *words):
+        r = run(path)
+        err = r.stderr.decode("utf-8", "replace")
+        self.assertEqual(r.returncode, 1, err)
+        self.assertEqual(r.stdout, b"")
+        self.assertEqual(err.count("\n"), 1, err)
+        self.assertTrue(err.startswith("ptfil-view: %s: " % path), err)
+        for w in words:
+            self.assertIn(w, err)
+        # JSON mode fails the same way, with nothing on stdout.
+        r = run("--json", path)
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(r.stdout, b"")
+        return err
+
+    # ---- the report -------------------------------------------------------
+
+    def test_text_report(self):
+        path = self.write("seed.gz", seed_snapshot().gzip_bytes())
+        r = run(path)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stderr, b"")
+        out = r.stdout.decode("utf-8")
+        lines = out.splitlines()
+        self.assertLessEqual(len(lines), 50, out)
+        self.assertIn("./sparse_threads 'hello world' 'line\\x0abreak' 'na\u00efve \u2713'", out)
+        self.assertIn("pid 4242", out)
+        self.assertIn("launch", out)
+        self.assertIn("1.50 s", out)
+        self.assertIn("exit status 0", out)
+        self.assertIn("54.0 MiB charged at 750.0 ms, 562.0 MiB reserved", out)
+        self.assertIn("57.0 MiB at the peak, VmHWM 60.0 MiB", out)
+        self.assertIn("sparse   508.0 MiB reserved but not resident, in 1 stack", out)
+        # The top stack is the 50 MiB one, innermost frame marked first.
+        first = lines.index(next(l for l in lines if l.startswith("#1 ")))
+        self.assertIn("50.0 MiB", lines[first])
+        self.assertIn("92.6%", lines[first])
+        self.assertIn("mmap, 1 live", lines[first])
+        self.assertEqual(lines[first + 1].strip(), "\u2192 main_big_map (sparse_threads + 0x1234)")
+        self.assertEqual(lines[first + 2].strip(), "main (sparse_threads + 0x1300)")
+        self.assertEqual(lines[first + 3].strip(), "__libc_start_call_main (libc.so.6 + 0x271ca)")
+        # The second is the threads' sparse stack, flagged.
+        second = lines.index(next(l for l in lines if l.startswith("#2 ")))
+        self.assertIn("4.0 MiB", lines[second])
+        self.assertIn("reserved 512.0 MiB", lines[second])
+        self.assertEqual(lines[second + 1].strip(), "sparse: reserved 512.0 MiB, resident 4.0 MiB")
+        self.assertEqual(lines[second + 2].strip(), "\u2192 thread_fn (sparse_threads + 0x1200)")
+        self.assertEqual(lines[second + 4].strip(), "?? (libc.so.6 + 0x126850)")
+        # The pseudo stack: a name without a module.
+        third = lines.index(next(l for l in lines if l.startswith("#3 ")))
+        self.assertIn("132.0 KiB", lines[third])
+        self.assertIn("pseudo", lines[third])
+        self.assertEqual(lines[third + 1].strip(), "\u2192 [before attach]")
+        self.assertNotIn("sparse:", "\n".join(lines[first:second] + lines[third:]))
+
+    def test_top_and_depth(self):
+        path = self.write("seed.gz", seed_snapshot().gzip_bytes())
+        out = run("--top", "1", path).stdout.decode()
+        self.assertIn("top 1 of 3 stacks", out)
+        self.assertIn("#1 ", out)
+        self.assertNotIn("#2 ", out)
+        self.assertIn("... 2 more stacks: 4.1 MiB", out)
+        out = run("--depth", "1", path).stdout.decode()
+        self.assertIn("main_big_map", out)
+        self.assertNotIn("__libc_start_call_main", out)
+        self.assertIn("... 2 more", out)
+
+    def test_deep_stack_is_cut(self):
+        s = Snapshot()
+        s.header(["./deep"])
+        s.add("m", s.ref("/bin/deep"), "-", "400000")
+        for i in range(30):
+            s.add("f", 0, "%x" % (0x1000 + i), s.ref("f%d" % i))
+            s.add("n", i, i)
+        s.add("k", 30, "m", 1 * MiB, 1 * MiB, 1)
+        out = run(self.write("deep.gz", s.gzip_bytes())).stdout.decode()
+        self.assertIn("\u2192 f29 (deep + 0x101d)", out)
+        self.assertIn("f18 (deep + 0x1012)", out)
+        self.assertNotIn("f17 ", out)
+        self.assertIn("... 18 more", out)
+
+    def test_hostile_names_are_escaped(self):
+        s = Snapshot()
+        s.header(["./x\x1b[2J"])
+        s.add("f", -1, "7f00", s.ref("evil\x1b]0;title\x07\udcff"))
+        s.add("n", 0, 0)
+        s.add("k", 1, "h", 10, 10, 1)
+        r = run(self.write("evil.gz", s.gzip_bytes()))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn(b"\x1b", r.stdout)
+        self.assertNotIn(b"\x07", r.stdout)
+        self.assertIn(b"evil\\x1b]0;title\\x07\\xff (0x7f00)", r.stdout)
+        doc = json.loads(run("--json", self.write("evil.gz", s.gzip_bytes())).stdout)
+        self.assertEqual(doc["stacks"][0]["frames"][0]["function"], "evil\x1b]0;title\x07\ufffd")
+        self.assertEqual(doc["process"]["command"], ["./x\x1b[2J"])
+
+    # ---- JSON --------------------------------------------------------------
+
+    def test_json(self):
+        path = self.write("seed.gz", seed_snapshot().gzip_bytes())
+        r = run("--json", path)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stderr, b"")
+        doc = json.loads(r.stdout)
+        self.assertEqual(doc["format_version"], 1)
+        self.assertEqual(doc["snapshot_format_version"], 1)
+        self.assertEqual(doc["ptfil_version"], "0.1.0-test")
+        p = doc["process"]
+        self.assertEqual(p["pid"], 4242)
+        self.assertEqual(p["command"], ARGV)
+        self.assertEqual(p["mode"], "launch")
+        self.assertEqual(p["start_time"], 1700000000.25)
+        self.assertEqual(p["duration_s"], 1.5)
+        self.assertEqual(p["exit_status"], 0)
+        self.assertEqual(p["vmhwm_bytes"], 60 * MiB)
+        self.assertEqual(p["page_size"], 4096)
+        self.assertEqual(doc["peak"], {"time_s": 0.75, "charged_bytes": 54 * MiB,
+                                       "reserved_bytes": 562 * MiB, "rss_bytes": 57 * MiB})
+        self.assertEqual(doc["stacks_total"], 3)
+        want = sorted(STACKS, key=lambda st: (-st[2], -st[3]))
+        self.assertEqual(len(doc["stacks"]), len(want))
+        kinds = {"m": "mmap", "b": "brk", "h": "heap", "p": "pseudo"}
+        for got, (node, kind, charged, reserved, count) in zip(doc["stacks"], want):
+            self.assertEqual(got["charged_bytes"], charged)
+            self.assertEqual(got["reserved_bytes"], reserved)
+            self.assertEqual(got["count"], count)
+            self.assertEqual(got["kind"], kinds[kind])
+            self.assertEqual(got["sparse"], reserved >= 4 * charged and reserved - charged >= MiB)
+            self.assertEqual(got["frames"], expected_frames(node))
+        self.assertEqual(doc["stacks"][0]["frames"][0]["function"], "main_big_map")
+        self.assertEqual(len(doc["live_at_end"]), 1)
+        self.assertEqual(doc["live_at_end"][0]["frames"], expected_frames(6))
+        self.assertEqual(doc["timeline"], [{"time_s": t, "charged_bytes": c, "rss_bytes": r}
+                                           for t, c, r in SAMPLES])
+        self.assertEqual(doc["counters"], dict(COUNTERS))
+        for v in (doc["process"]["pid"], doc["peak"]["charged_bytes"],
+                  doc["stacks"][0]["frames"][0]["offset"]):
+            self.assertIsInstance(v, int)
+        # --top limits the JSON stacks too when given.
+        doc = json.loads(run("--json", "--top", "1", path).stdout)
+        self.assertEqual(len(doc["stacks"]), 1)
+        self.assertEqual(doc["stacks_total"], 3)
+
+    def test_json_not_exited_and_plain_text(self):
+        s = Snapshot()
+        s.header(["./still-running"], mode="attach", exit_status=-1)
+        s.add("k", 0, "b", 0, 0, 0)
+        # An uncompressed snapshot is read too.
+        r = run("--json", self.write("plain.txt", s.text().encode()))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        doc = json.loads(r.stdout)
+        self.assertIsNone(doc["process"]["exit_status"])
+        self.assertEqual(doc["process"]["mode"], "attach")
+        self.assertEqual(doc["stacks"][0]["frames"], [])
+        self.assertEqual(doc["counters"], {})
+        out = run(self.write("plain.txt", s.text().encode())).stdout.decode()
+        self.assertIn("had not exited", out)
+        self.assertIn("(no call stack)", out)
+
+    # ---- errors ------------------------------------------------------------
+
+    def test_missing_file(self):
+        self.assert_read_error(os.path.join(self.dir, "absent.gz"), "No such file")
+
+    def test_truncated_gzip(self):
+        data = seed_snapshot().gzip_bytes()
+        for cut in (len(data) // 2, len(data) - 4, 12):
+            path = self.write("cut%d.gz" % cut, data[:cut])
+            self.assert_read_error(path, "truncated")
+
+    def test_no_end_marker(self):
+        path = self.write("noend.gz", seed_snapshot().gzip_bytes(end=False))
+        self.assert_read_error(path, "truncated (no end marker)")
+
+    def test_corrupt(self):
+        data = bytearray(seed_snapshot().gzip_bytes())
+        data[len(data) // 2] ^= 0x55
+        self.assert_read_error(self.write("corrupt.gz", bytes(data)))
+        s = seed_snapshot()
+        s.add("n", 99, 0)
+        self.assert_read_error(self.write("badref.gz", s.gzip_bytes()),
+                               "parent node 99 refers to nothing")
+        self.assert_read_error(self.write("random.bin", bytes(range(256)) * 16),
+                               "not a ptfil snapshot")
+
+    def test_newer_version(self):
+        path = self.write("v7.gz", seed_snapshot(version=7).gzip_bytes())
+        err = self.assert_read_error(path, "line 1:")
+        self.assertIn("snapshot format 7 is newer than this ptfil-view reads (1); upgrade ptfil", err)
+
+    # ---- command line ------------------------------------------------------
+
+    def test_usage(self):
+        r = run("--version")
+        self.assertEqual(r.returncode, 0)
+        self.assertTrue(r.stdout.decode().startswith("ptfil-view "))
+        r = run("--help")
+        self.assertEqual(r.returncode, 0)
+        self.assertIn("--json", r.stdout.decode())
+        for args in ([], ["--bogus", "x"], ["--top"], ["--top", "ten", "x"], ["a", "b"]):
+            r = run(*args)
+            self.assertEqual(r.returncode, 2, args)
+            self.assertEqual(r.stdout, b"")
+            self.assertTrue(r.stderr.startswith(b"ptfil-view: "), r.stderr)
+
+
+if __name__ == "__main__":
+    if not os.access(VIEW, os.X_OK):
+        print("test_view: %s not found; set PTFIL_BUILDDIR" % VIEW, file=sys.stderr)
+        sys.exit(1)
+    result = unittest.main(exit=False, verbosity=1).result
+    ok = result.wasSuccessful()
+    print("test_view: %d tests, %d failures, %d errors"
+          % (result.testsRun, len(result.failures), len(result.errors)))
+    sys.exit(0 if ok else 1)
