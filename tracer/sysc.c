@@ -117,13 +117,18 @@ static uint32_t capture_stack(struct tracer *T, struct tracee *t, const struct u
 	uint64_t ips[UNWIND_MAX_FRAMES];
 	uint32_t frames[UNWIND_MAX_FRAMES];
 	size_t n = unwind_stack(&T->unw, t->tid, regs, &p->mm, &T->reg, ips, UNWIND_MAX_FRAMES);
-	/* An address in no known object means new objects were mapped: read the maps again, at a bounded rate. */
+	/*
+	 * An address in no known object means new objects were mapped: read the maps
+	 * again if a file was mapped or anything unmapped since the last reading, and
+	 * otherwise (code mapped in ways we do not stop for) at a bounded rate.
+	 */
 	int missing = 0;
 	for (size_t i = 0; i < n && !missing; i++)
 		missing = !modmap_find(&p->mm, ips[i]);
 	double now = tracer_now(T);
-	if (missing && now - p->maps_loaded_at > 0.05) {
+	if (missing && (p->maps_dirty || now - p->maps_loaded_at > 0.05)) {
 		p->maps_loaded_at = now;
+		p->maps_dirty = 0;
 		if (modmap_load(&p->mm, &T->reg, p->pid) == 0) {
 			unwind_flush(&T->unw);
 			n = unwind_stack(&T->unw, t->tid, regs, &p->mm, &T->reg, ips, UNWIND_MAX_FRAMES);
@@ -171,14 +176,18 @@ int sysc_entry(struct tracer *T, struct tracee *t)
 	struct ledger *l = &p->ledger;
 	switch (nr) {
 	case SYS_mmap:
+		if (!(a[3] & MAP_ANONYMOUS))
+			p->maps_dirty = 1;
 		/* MAP_FIXED over live memory unmaps it implicitly. */
 		if ((a[3] & MAP_FIXED) && ledger_overlaps(l, a[0], a[0] + page_up(a[1])))
 			sysc_before_release(T, p, a[0], a[0] + page_up(a[1]));
 		return PTRACE_SYSCALL;
 	case SYS_munmap:
+		p->maps_dirty = 1;
 		sysc_before_release(T, p, a[0], a[0] + page_up(a[1]));
 		return PTRACE_SYSCALL;
 	case SYS_mremap:
+		p->maps_dirty = 1;
 		if (page_up(a[2]) < page_up(a[1]))
 			sysc_before_release(T, p, a[0] + page_up(a[2]), a[0] + page_up(a[1]));
 		if ((a[3] & MREMAP_FIXED) && ledger_overlaps(l, a[4], a[4] + page_up(a[2])))

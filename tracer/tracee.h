@@ -27,6 +27,7 @@ struct proc {
 	struct ledger ledger;
 	struct modmap mm;
 	double maps_loaded_at;
+	int maps_dirty;        /* objects may have been mapped or unmapped since maps were read */
 	uint64_t brk_cur;      /* page-aligned end of the brk heap, 0 until known */
 	uint64_t last_faults;  /* fault count at the last full residency refresh */
 	struct proc *next;

@@ -1,1 +1,62 @@
-print("ok")
+"""The seed scenario: 4 threads x (128 MiB mapped, 1 MiB written), then 50 MiB written and unmapped.
+
+ptfil must report the resident peak (54 MiB), not the reserved one, attribute
+the 50 MiB to load_dataset and each thread's 1 MiB to the thread function, and
+leave the program's output and status unchanged.
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+from ptfiltest import MiB, bare, charged_through, check_near, functions, launch, main, reserved_through, \
+    stacks_through, target
+
+PROG = [target("sparse_threads")]
+
+
+def test_peak_is_resident_not_reserved():
+    r = launch(PROG)
+    assert r.returncode == 0, r.stderr
+    doc = r.json
+    check_near("peak charged", doc["peak"]["charged_bytes"], 54 * MiB)
+    assert doc["peak"]["reserved_bytes"] >= 562 * MiB, doc["peak"]
+    # The process's own high-water mark agrees: the reserved 512 MiB never existed.
+    hwm = doc["process"]["vmhwm_bytes"]
+    assert doc["peak"]["charged_bytes"] <= hwm < 100 * MiB, (doc["peak"], hwm)
+
+
+def test_attribution():
+    doc = launch(PROG).json
+    check_near("load_dataset", charged_through(doc, "load_dataset"), 50 * MiB)
+    check_near("thread buffers", charged_through(doc, "thread_buffer_alloc"), 4 * MiB)
+    assert reserved_through(doc, "thread_buffer_alloc") == 4 * 128 * MiB
+    workers = stacks_through(doc, "worker")
+    assert sum(s["count"] for s in stacks_through(doc, "thread_buffer_alloc")) == 4
+    assert all("main" not in functions(s) for s in workers), "thread stacks must start in the thread"
+    top = doc["stacks"][0]
+    assert "load_dataset" in functions(top), functions(top)
+    # Innermost first: the system call wrapper, then the program's functions outward.
+    f = functions(top)
+    assert "mmap" in (f[0] or ""), f
+    assert f.index("load_dataset") < f.index("main"), f
+
+
+def test_output_and_status_unchanged():
+    b = bare(PROG)
+    r = launch(PROG)
+    assert (r.returncode, r.stdout) == (b.returncode, b.stdout), (r.returncode, r.stdout, b.stdout)
+
+
+def test_timeline_with_poll():
+    r = launch(PROG, ptfil_args=("--interval", "5"))
+    doc = r.json
+    samples = doc["timeline"]
+    assert len(samples) >= 2, samples
+    times = [s["time_s"] for s in samples]
+    assert times == sorted(times)
+    assert max(s["charged_bytes"] for s in samples) <= doc["peak"]["charged_bytes"]
+
+
+if __name__ == "__main__":
+    main([test_peak_is_resident_not_reserved, test_attribution, test_output_and_status_unchanged,
+          test_timeline_with_poll])

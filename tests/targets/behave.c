@@ -7,6 +7,7 @@
  *               times itself; on "quit" prints the total and exits
  *   sigint      counts SIGINT; prints "ready", waits for "quit" on stdin, prints the count
  *   echo        copies stdin to stdout, then prints a byte count and checksum
+ *   sleep       maps and writes 8 MiB in make_work(), prints "ready", sleeps 60 s (default signal actions)
  */
 #include <signal.h>
 #include <stdint.h>
@@ -129,5 +130,12 @@ int main(int argc, char **argv)
 		return sigint();
 	if (!strcmp(argv[1], "echo"))
 		return echo();
+	if (!strcmp(argv[1], "sleep")) {
+		keep(make_work());
+		printf("ready\n");
+		fflush(stdout);
+		sleep(60);
+		return 0;
+	}
 	return 2;
 }

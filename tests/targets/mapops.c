@@ -1,7 +1,8 @@
 /*
  * Mapping operations with known resident peaks, one scenario per argument:
  *   partial   10 MiB written, its middle 4 MiB unmapped, then 8 MiB more: peak 14 MiB
- *   mremap    4 MiB grown to 16 MiB and written (peak 16), shrunk to 2, then 20 MiB more: peak 22 MiB
+ *   mremap    4 MiB grown (moved) to 16 MiB and written: peak 16 MiB, 12 of them charged
+ *             to the grower; then shrunk to 2 MiB and 10 MiB more mapped (12 MiB < 16)
  *   madvise   30 MiB written, dropped with MADV_DONTNEED, 20 MiB written again: peak 30 MiB
  *   merge     two adjacent mappings the kernel merges, 6 MiB and 2 MiB written: peak 8 MiB
  *   zeropage  40 MiB only read (zero page), 4 MiB written: peak 4 MiB
@@ -31,7 +32,7 @@ static void partial(void)
 
 NOINLINE static void *mremap_first(void) { return map_anon(4 * MiB); }
 NOINLINE static void *mremap_grow(void *p) { return mremap(p, 4 * MiB, 16 * MiB, MREMAP_MAYMOVE); }
-NOINLINE static void *mremap_after(void) { return map_anon(20 * MiB); }
+NOINLINE static void *mremap_after(void) { return map_anon(10 * MiB); }
 
 static void remap(void)
 {
@@ -43,14 +44,22 @@ static void remap(void)
 		exit(11);
 	}
 	touch(p, 16 * MiB);
+	/* Move it whole to a fresh place: the pages (and their charge) go with it. */
+	char *hole = map_anon(16 * MiB);
+	munmap(hole, 16 * MiB);
+	p = mremap(p, 16 * MiB, 16 * MiB, MREMAP_MAYMOVE | MREMAP_FIXED, hole);
+	if (p != hole) {
+		perror("mremap move");
+		exit(11);
+	}
 	p = mremap(p, 16 * MiB, 2 * MiB, 0);
 	if (p == MAP_FAILED) {
 		perror("mremap shrink");
 		exit(11);
 	}
 	char *q = mremap_after();
-	touch(q, 20 * MiB);
-	munmap(q, 20 * MiB);
+	touch(q, 10 * MiB);
+	munmap(q, 10 * MiB);
 	munmap(p, 2 * MiB);
 }
 
