@@ -432,8 +432,8 @@ static int record(struct reader *r)
 {
 	struct snap *s = r->s;
 	char *f[MAX_FIELDS];
-	long long ll;
-	uint64_t u;
+	long long ll = 0;
+	uint64_t u = 0;
 
 	switch (r->line[0]) {
 	case '\0':

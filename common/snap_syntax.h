@@ -6,6 +6,8 @@
 #ifndef PTFIL_SNAP_SYNTAX_H
 #define PTFIL_SNAP_SYNTAX_H
 
+#include <stdint.h>
+
 /* First line: SNAP_MAGIC, one space, the format version in decimal. */
 #define SNAP_MAGIC "ptfil-snapshot"
 

@@ -11,9 +11,9 @@
 #define SPARSE_MIN_UNUSED (1ull << 20)
 
 /* With --depth unset, about this many frame lines are shared among the shown stacks. */
-#define FRAME_BUDGET 40
+#define FRAME_BUDGET 30
 #define DEPTH_MAX 12
-#define DEPTH_MIN 4
+#define DEPTH_MIN 3
 
 /* Names longer than this are cut: a hostile or templated symbol must not flood the screen. */
 #define MAX_SHOWN 200

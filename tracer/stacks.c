@@ -41,7 +41,7 @@ void stacks_fin(struct stacks *s)
 
 static uint64_t frame_key(uint32_t module, uint64_t offset)
 {
-	/* User-space addresses fit in 47 bits, module ids in the other 17; a rare clash is checked by the caller. */
+	/* User-space addresses fit in 47 bits, module ids in the other 17; stacks_frame resolves a rare clash. */
 	return ((uint64_t)module << 47) ^ offset;
 }
 
@@ -58,15 +58,17 @@ static uint32_t add_frame(struct stacks *s, uint32_t module, uint64_t offset, co
 
 uint32_t stacks_frame(struct stacks *s, uint32_t module, uint64_t offset)
 {
+	/* A clash of packed keys (module ids past 2^17, addresses past 2^47) moves on to a derived key. */
 	uint64_t key = frame_key(module, offset);
-	uint32_t id = u64map_get(&s->frame_ids, key);
-	if (id != U64MAP_NONE && s->frames[id].module == module && s->frames[id].offset == offset)
-		return id;
-	if (id != U64MAP_NONE) {
-		/* Key collision (a module id past 2^17): keep the frame, unshared. */
-		return add_frame(s, module, offset, NULL);
+	for (;;) {
+		uint32_t id = u64map_get(&s->frame_ids, key);
+		if (id == U64MAP_NONE)
+			break;
+		if (s->frames[id].module == module && s->frames[id].offset == offset)
+			return id;
+		key = key * 0x9e3779b97f4a7c15ULL + 1;
 	}
-	id = add_frame(s, module, offset, NULL);
+	uint32_t id = add_frame(s, module, offset, NULL);
 	if (id == STACKS_FAILED || u64map_put(&s->frame_ids, key, id))
 		return STACKS_FAILED;
 	return id;

@@ -847,11 +847,12 @@ START_TEST(test_random_operations_match_a_page_model)
 			fake_move(from, n, to);
 			ck_assert_int_eq(ledger_move(&l, A(from), n * PG, A(to)), 0);
 			/* Each run lifted out is a range of its own at the destination. */
-			uint32_t ids[NPAGES], stacks[NPAGES];
+			uint32_t ids[NPAGES], stacks[NPAGES], prev = 0;
 			for (unsigned k = 0; k < n; k++) {
 				unsigned p = from + k;
-				if (m.id[p] && (k == 0 || m.id[p] != m.id[p - 1]))
+				if (m.id[p] && m.id[p] != prev)
 					m.next_id++;
+				prev = m.id[p];
 				ids[k] = m.id[p] ? m.next_id : 0;
 				stacks[k] = m.stack[p];
 				m.id[p] = 0;

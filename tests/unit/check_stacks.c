@@ -112,24 +112,36 @@ END_TEST
 /*
  * stacks_frame promises one id per (module, offset). Its hash key keeps only
  * 17 bits of the module and folds an offset past 2^47 into the module bits;
- * when two frames share a key, the second gets a fresh id on every call.
+ * when two frames share a key, the second gets a fresh id on every call, so
+ * one frame becomes many and the stacks through it stop being shared.
  */
-START_TEST(test_bug_colliding_frame_keys_give_a_new_id_on_every_call)
+START_TEST(test_bug_module_id_past_2_17_gets_a_new_frame_id_on_every_call)
 {
 	struct stacks s;
 	ck_assert_int_eq(stacks_init(&s), 0);
-	/* Module 2^17 and module 0 at the same offset. */
+	/* Module 2^17 and module 0 at the same offset share a key. */
 	uint32_t first = stacks_frame(&s, 0, 0x1000);
 	uint32_t a = stacks_frame(&s, 1u << 17, 0x1000);
 	uint32_t b = stacks_frame(&s, 1u << 17, 0x1000);
 	ck_assert_uint_ne(a, first);
-	/* An absolute address past 2^47 (the vsyscall page) against module 0. */
+	ck_assert_uint_eq(stacks_frame(&s, 0, 0x1000), first);
+	ck_assert_msg(a == b, "module 1<<17 offset 0x1000 got ids %u then %u", a, b);
+	ck_assert_uint_eq(s.n_frames, 2);
+	stacks_fin(&s);
+}
+END_TEST
+
+START_TEST(test_bug_absolute_address_past_2_47_gets_a_new_frame_id_on_every_call)
+{
+	struct stacks s;
+	ck_assert_int_eq(stacks_init(&s), 0);
+	/* The vsyscall page, absolute, shares a key with module 0 at 0x7fffff600000. */
 	uint32_t m0 = stacks_frame(&s, 0, 0x7fffff600000ULL);
 	uint32_t v1 = stacks_frame(&s, STACKS_NO_MODULE, 0xffffffffff600000ULL);
 	uint32_t v2 = stacks_frame(&s, STACKS_NO_MODULE, 0xffffffffff600000ULL);
 	ck_assert_uint_ne(v1, m0);
-	ck_assert_msg(a == b, "module 1<<17 offset 0x1000 got ids %u then %u", a, b);
 	ck_assert_msg(v1 == v2, "absolute 0xffffffffff600000 got ids %u then %u", v1, v2);
+	ck_assert_uint_eq(s.n_frames, 2);
 	stacks_fin(&s);
 }
 END_TEST
@@ -342,7 +354,8 @@ Suite *stacks_suite(void)
 	tcase_add_test(tc, test_same_frame_gives_the_same_id);
 	tcase_add_test(tc, test_many_frames_keep_their_ids);
 	tcase_add_test(tc, test_absolute_frames_do_not_collide_with_module_zero);
-	tcase_add_test(tc, test_bug_colliding_frame_keys_give_a_new_id_on_every_call);
+	tcase_add_test(tc, test_bug_module_id_past_2_17_gets_a_new_frame_id_on_every_call);
+	tcase_add_test(tc, test_bug_absolute_address_past_2_47_gets_a_new_frame_id_on_every_call);
 	tcase_add_test(tc, test_empty_stack_is_the_root);
 	tcase_add_test(tc, test_intern_reads_back_innermost_first);
 	tcase_add_test(tc, test_same_stack_gives_the_same_node);
