@@ -90,7 +90,7 @@ static void on_alarm(int sig)
 	loop_tick = 1;
 }
 
-static void install_handlers(unsigned interval_ms)
+static void install_handlers(void)
 {
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
@@ -99,6 +99,10 @@ static void install_handlers(unsigned interval_ms)
 	sigemptyset(&sa.sa_mask);
 	for (size_t i = 0; i < 4; i++)
 		sigaction(caught[i], &sa, &saved[i]);
+}
+
+static void start_timer(unsigned interval_ms)
+{
 	if (interval_ms) {
 		struct sigaction al;
 		memset(&al, 0, sizeof(al));
@@ -233,7 +237,7 @@ int tracer_launch(const struct tracer_opts *o)
 		tracer_fin(&T);
 		return error_errno("cannot create a pipe");
 	}
-	install_handlers(0);
+	install_handlers();
 	pid_t pid = fork();
 	if (pid < 0) {
 		tracer_fin(&T);
@@ -272,7 +276,7 @@ int tracer_launch(const struct tracer_opts *o)
 		tracer_fin(&T);
 		return -1;
 	}
-	install_handlers(o->interval_ms);
+	start_timer(o->interval_ms);
 	kill(pid, SIGCONT);
 
 	loop_run(&T);

@@ -103,6 +103,8 @@ static int insert_at(struct ledger *l, size_t i, const struct ledger_seg *s)
 
 int ledger_overlaps(const struct ledger *l, uint64_t start, uint64_t end)
 {
+	if (start >= end)
+		return 0;
 	size_t i = first_after(l, start);
 	return i < l->n_segs && l->segs[i].start < end;
 }

@@ -242,7 +242,7 @@ void sysc_exit(struct tracer *T, struct tracee *t)
 		if (is_err(ret))
 			return;
 		uint64_t old = a[0], oldlen = page_up(a[1]), newlen = page_up(a[2]);
-		if (!ledger_overlaps(l, old, old + (oldlen ? oldlen : 1)))
+		if (!ledger_overlaps(l, old, old + (oldlen ? oldlen : page_size())))
 			return; /* a file mapping, or one made before we could see it */
 		if (oldlen == 0) {
 			/* A second mapping of shared memory. */

@@ -101,6 +101,15 @@ def test_stdin_stdout_unchanged():
     assert r.stdout.startswith(data)
 
 
+def test_no_stop_on_other_syscalls():
+    # Ten times the reads and writes, the same number of stops: only mapping calls stop the program.
+    small = launch([BEHAVE, "echo"], stdin_data=b"x" * 40000).json["counters"]
+    large = launch([BEHAVE, "echo"], stdin_data=b"x" * 400000).json["counters"]
+    assert small["stops.seccomp"] > 0
+    assert abs(large["stops.seccomp"] - small["stops.seccomp"]) <= 2, (small, large)
+    assert abs(large["stops.total"] - small["stops.total"]) <= 4, (small, large)
+
+
 def _sigint_count(out):
     for line in out.splitlines():
         if line.startswith("sigint "):
@@ -201,7 +210,7 @@ def test_sigterm_to_ptfil_ends_program_and_writes_snapshot():
 
 if __name__ == "__main__":
     main([test_exit_status_passes_through, test_sigsegv_gives_139_and_a_snapshot,
-          test_sigusr1_handler_called_once_per_signal, test_stdin_stdout_unchanged,
+          test_sigusr1_handler_called_once_per_signal, test_stdin_stdout_unchanged, test_no_stop_on_other_syscalls,
           test_kill_int_to_ptfil_reaches_program_once, test_kill_int_to_group_reaches_program_once,
           test_ctrl_c_kills_program_and_snapshot_is_written, test_ctrl_c_reaches_handler_once,
           test_sigterm_to_ptfil_ends_program_and_writes_snapshot])

@@ -5,6 +5,13 @@
 #include "tests/unit/suites.h"
 #include "tracer/ledger.h"
 
+/* An assertion for hot loops: a passing ck_assert costs a message to the runner in fork mode, this costs nothing. */
+#define REQUIRE(cond, ...) do { if (!(cond)) ck_abort_msg(__VA_ARGS__); } while (0)
+#define REQUIRE_EQ(a, b) do { \
+	unsigned long a_ = (unsigned long)(a), b_ = (unsigned long)(b); \
+	REQUIRE(a_ == b_, "%s == %s failed: %lu, %lu", #a, #b, a_, b_); \
+} while (0)
+
 #define PG 4096ULL
 #define BASE 0x10000000ULL
 #define NPAGES 256
@@ -54,9 +61,9 @@ static uint64_t fake_measure(void *arg, uint64_t start, uint64_t end)
 {
 	struct fake *f = arg;
 	f->calls++;
-	ck_assert_msg(start < end, "measure of an empty range %#lx-%#lx", (unsigned long)start, (unsigned long)end);
-	ck_assert_msg(start % PG == 0 && end % PG == 0, "measure of an unaligned range");
-	ck_assert_msg(start >= BASE && end <= A(NPAGES), "measure outside the fake space");
+	REQUIRE(start < end, "measure of an empty range %#lx-%#lx", (unsigned long)start, (unsigned long)end);
+	REQUIRE(start % PG == 0 && end % PG == 0, "measure of an unaligned range");
+	REQUIRE(start >= BASE && end <= A(NPAGES), "measure outside the fake space");
 	return resident_bytes(start, end);
 }
 
@@ -67,29 +74,29 @@ static void check_sums(const struct ledger *l)
 {
 	uint64_t charged = 0, reserved = 0;
 	struct ledger_charge *per = calloc(l->n_stacks ? l->n_stacks : 1, sizeof(*per));
-	ck_assert_ptr_nonnull(per);
+	REQUIRE(per, "out of memory");
 	for (size_t i = 0; i < l->n_segs; i++) {
 		const struct ledger_seg *s = &l->segs[i];
-		ck_assert_msg(s->start < s->end, "range %zu is empty", i);
-		ck_assert_msg(s->start % PG == 0 && s->end % PG == 0, "range %zu is unaligned", i);
+		REQUIRE(s->start < s->end, "range %zu is empty", i);
+		REQUIRE(s->start % PG == 0 && s->end % PG == 0, "range %zu is unaligned", i);
 		if (i > 0)
-			ck_assert_msg(l->segs[i - 1].end <= s->start, "ranges %zu and %zu overlap or are out of order", i - 1, i);
-		ck_assert_uint_lt(s->stack, l->n_stacks);
-		ck_assert_uint_le(s->charged, s->end - s->start);
+			REQUIRE(l->segs[i - 1].end <= s->start, "ranges %zu and %zu overlap or are out of order", i - 1, i);
+		REQUIRE(s->stack < l->n_stacks, "range %zu has stack %u past the %zu sums", i, s->stack, l->n_stacks);
+		REQUIRE(s->charged <= s->end - s->start, "range %zu charged more than its size", i);
 		charged += s->charged;
 		reserved += s->end - s->start;
 		per[s->stack].charged += s->charged;
 		per[s->stack].reserved += s->end - s->start;
 		per[s->stack].count++;
 	}
-	ck_assert_uint_eq(l->charged, charged);
-	ck_assert_uint_eq(l->reserved, reserved);
+	REQUIRE_EQ(l->charged, charged);
+	REQUIRE_EQ(l->reserved, reserved);
 	for (size_t k = 0; k < l->n_stacks; k++) {
-		ck_assert_msg(l->by_stack[k].charged == per[k].charged, "stack %zu charged %lu, ranges sum %lu", k,
+		REQUIRE(l->by_stack[k].charged == per[k].charged, "stack %zu charged %lu, ranges sum %lu", k,
 			      (unsigned long)l->by_stack[k].charged, (unsigned long)per[k].charged);
-		ck_assert_msg(l->by_stack[k].reserved == per[k].reserved, "stack %zu reserved %lu, ranges sum %lu", k,
+		REQUIRE(l->by_stack[k].reserved == per[k].reserved, "stack %zu reserved %lu, ranges sum %lu", k,
 			      (unsigned long)l->by_stack[k].reserved, (unsigned long)per[k].reserved);
-		ck_assert_msg(l->by_stack[k].count == per[k].count, "stack %zu count %lu, ranges %lu", k,
+		REQUIRE(l->by_stack[k].count == per[k].count, "stack %zu count %lu, ranges %lu", k,
 			      (unsigned long)l->by_stack[k].count, (unsigned long)per[k].count);
 	}
 	free(per);
@@ -99,15 +106,15 @@ static void check_sums(const struct ledger *l)
 static void check_fresh(const struct ledger *l)
 {
 	for (size_t i = 0; i < l->n_segs; i++)
-		ck_assert_msg(l->segs[i].charged == resident_bytes(l->segs[i].start, l->segs[i].end),
+		REQUIRE(l->segs[i].charged == resident_bytes(l->segs[i].start, l->segs[i].end),
 			      "range %zu charged %lu, resident %lu", i, (unsigned long)l->segs[i].charged,
 			      (unsigned long)resident_bytes(l->segs[i].start, l->segs[i].end));
 }
 
 static void expect_seg(const struct ledger *l, size_t i, unsigned p0, unsigned p1, uint32_t stack)
 {
-	ck_assert_uint_lt(i, l->n_segs);
-	ck_assert_msg(l->segs[i].start == A(p0) && l->segs[i].end == A(p1) && l->segs[i].stack == stack,
+	REQUIRE(i < l->n_segs, "range %zu expected, %zu ranges", i, l->n_segs);
+	REQUIRE(l->segs[i].start == A(p0) && l->segs[i].end == A(p1) && l->segs[i].stack == stack,
 		      "range %zu is %#lx-%#lx stack %u, expected %#lx-%#lx stack %u", i,
 		      (unsigned long)l->segs[i].start, (unsigned long)l->segs[i].end, l->segs[i].stack,
 		      (unsigned long)A(p0), (unsigned long)A(p1), stack);
@@ -115,10 +122,10 @@ static void expect_seg(const struct ledger *l, size_t i, unsigned p0, unsigned p
 
 static void expect_stack(const struct ledger *l, uint32_t stack, uint64_t charged, uint64_t reserved, uint64_t count)
 {
-	ck_assert_uint_lt(stack, l->n_stacks);
-	ck_assert_uint_eq(l->by_stack[stack].charged, charged);
-	ck_assert_uint_eq(l->by_stack[stack].reserved, reserved);
-	ck_assert_uint_eq(l->by_stack[stack].count, count);
+	REQUIRE(stack < l->n_stacks, "stack %u past the %zu sums", stack, l->n_stacks);
+	REQUIRE_EQ(l->by_stack[stack].charged, charged);
+	REQUIRE_EQ(l->by_stack[stack].reserved, reserved);
+	REQUIRE_EQ(l->by_stack[stack].count, count);
 }
 
 static void add(struct ledger *l, unsigned p0, unsigned p1, uint32_t stack)
@@ -752,37 +759,37 @@ static void check_against_model(const struct ledger *l, const struct model *m)
 	check_sums(l);
 	struct run r[NPAGES];
 	size_t n = model_runs(m, r);
-	ck_assert_uint_eq(l->n_segs, n);
+	REQUIRE_EQ(l->n_segs, n);
 	for (size_t i = 0; i < n; i++) {
 		expect_seg(l, i, r[i].p0, r[i].p1, r[i].stack);
 		uint64_t seen = 0;
 		for (unsigned p = r[i].p0; p < r[i].p1; p++)
 			seen += m->seen[p] * PG;
-		ck_assert_msg(l->segs[i].charged == seen, "range %zu charged %lu, model %lu", i,
+		REQUIRE(l->segs[i].charged == seen, "range %zu charged %lu, model %lu", i,
 			      (unsigned long)l->segs[i].charged, (unsigned long)seen);
 	}
 	static struct ledger_charge per[MAXSTACK];
 	model_charges(m, per);
 	for (size_t k = 0; k < MAXSTACK; k++) {
 		if (k < l->n_stacks) {
-			ck_assert_int_eq(memcmp(&l->by_stack[k], &per[k], sizeof(per[k])), 0);
+			REQUIRE_EQ(memcmp(&l->by_stack[k], &per[k], sizeof(per[k])), 0);
 			if (per[k].count)
-				ck_assert_int_eq(l->kind[k], m->kind[k]);
+				REQUIRE_EQ(l->kind[k], m->kind[k]);
 		} else {
-			ck_assert_uint_eq(per[k].count, 0);
+			REQUIRE_EQ(per[k].count, 0);
 		}
 	}
-	ck_assert_int_eq(l->has_peak, m->has_peak);
+	REQUIRE_EQ(l->has_peak, m->has_peak);
 	if (m->has_peak) {
-		ck_assert_uint_eq(l->peak.charged, m->peak_charged);
-		ck_assert_uint_eq(l->peak.reserved, m->peak_reserved);
-		ck_assert_uint_eq(l->peak.rss, m->peak_rss);
-		ck_assert(l->peak.time == m->peak_time);
+		REQUIRE_EQ(l->peak.charged, m->peak_charged);
+		REQUIRE_EQ(l->peak.reserved, m->peak_reserved);
+		REQUIRE_EQ(l->peak.rss, m->peak_rss);
+		REQUIRE(l->peak.time == m->peak_time, "peak time %g, model %g", l->peak.time, m->peak_time);
 		for (size_t k = 0; k < MAXSTACK; k++) {
 			if (k < l->n_at_peak)
-				ck_assert_int_eq(memcmp(&l->at_peak[k], &m->at_peak[k], sizeof(m->at_peak[k])), 0);
+				REQUIRE_EQ(memcmp(&l->at_peak[k], &m->at_peak[k], sizeof(m->at_peak[k])), 0);
 			else
-				ck_assert_uint_eq(m->at_peak[k].count, 0);
+				REQUIRE_EQ(m->at_peak[k].count, 0);
 		}
 	}
 }
@@ -824,7 +831,7 @@ START_TEST(test_random_operations_match_a_page_model)
 		if (op < 25) {
 			uint32_t stack = stack_vals[rnd() % NSTACKVALS];
 			char kind = (char)('a' + rnd() % 4);
-			ck_assert_int_eq(ledger_add(&l, A(p0), A(p1), stack, kind), 0);
+			REQUIRE_EQ(ledger_add(&l, A(p0), A(p1), stack, kind), 0);
 			m.next_id++;
 			for (unsigned p = p0; p < p1; p++) {
 				m.id[p] = m.next_id;
@@ -834,7 +841,7 @@ START_TEST(test_random_operations_match_a_page_model)
 			expect_measured = model_settle(&m, before, nb);
 			ops[0]++;
 		} else if (op < 40) {
-			ck_assert_int_eq(ledger_remove(&l, A(p0), A(p1)), 0);
+			REQUIRE_EQ(ledger_remove(&l, A(p0), A(p1)), 0);
 			for (unsigned p = p0; p < p1; p++)
 				m.id[p] = 0;
 			expect_measured = model_settle(&m, before, nb);
@@ -845,7 +852,7 @@ START_TEST(test_random_operations_match_a_page_model)
 				to = (unsigned)(rnd() % (NPAGES - n + 1));
 			while (to < from + n && from < to + n);
 			fake_move(from, n, to);
-			ck_assert_int_eq(ledger_move(&l, A(from), n * PG, A(to)), 0);
+			REQUIRE_EQ(ledger_move(&l, A(from), n * PG, A(to)), 0);
 			/* Each run lifted out is a range of its own at the destination. */
 			uint32_t ids[NPAGES], stacks[NPAGES], prev = 0;
 			for (unsigned k = 0; k < n; k++) {
@@ -892,7 +899,7 @@ START_TEST(test_random_operations_match_a_page_model)
 			int expect = ledger_overlaps(&l, A(p0), A(p1)) != 0, model = 0;
 			for (unsigned p = p0; p < p1; p++)
 				model |= m.id[p] != 0;
-			ck_assert_int_eq(expect, model);
+			REQUIRE_EQ(expect, model);
 			ops[6]++;
 		} else {
 			static struct ledger_charge per[MAXSTACK];
@@ -903,7 +910,7 @@ START_TEST(test_random_operations_match_a_page_model)
 				reserved += per[k].reserved;
 			}
 			int expect = !m.has_peak || charged > m.peak_charged;
-			ck_assert_int_eq(ledger_check_peak(&l, step, step * 7), expect);
+			REQUIRE_EQ(ledger_check_peak(&l, step, step * 7), expect);
 			if (expect) {
 				m.has_peak = 1;
 				m.peak_charged = charged;
@@ -914,14 +921,14 @@ START_TEST(test_random_operations_match_a_page_model)
 			}
 			ops[7]++;
 		}
-		ck_assert_msg(at_least ? l.measures - m0 >= expect_measured : l.measures - m0 == expect_measured,
+		REQUIRE(at_least ? l.measures - m0 >= expect_measured : l.measures - m0 == expect_measured,
 			      "step %d op %u: %lu measures, expected %s%lu", step, op, 
 			      (unsigned long)(l.measures - m0), at_least ? "at least " : "", (unsigned long)expect_measured);
 		check_against_model(&l, &m);
 	}
 	for (int k = 0; k < 8; k++)
 		ck_assert_uint_gt(ops[k], 0);
-	ck_assert_uint_eq(F.calls, l.measures);
+	REQUIRE_EQ(F.calls, l.measures);
 	ledger_fin(&l);
 }
 END_TEST
