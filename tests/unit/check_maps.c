@@ -1,5 +1,4 @@
 /* Unit tests for symbols/maps: the maps text a kernel prints, including its odd corners, and what is refused. */
-#define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,5 +1,4 @@
 /* Unit tests for symbols/sym: every expectation comes from a second route (the running fixture, nm, readelf), never from hard-coded numbers. */
-#define _GNU_SOURCE
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>

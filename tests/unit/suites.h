@@ -7,4 +7,6 @@ Suite *maps_suite(void);
 Suite *sym_suite(void);
 Suite *ledger_suite(void);
 Suite *stacks_suite(void);
+Suite *emu_suite(void);
+Suite *heap_suite(void);
 #endif
