@@ -577,3 +577,37 @@ struct sym_file *sym_cache_get(struct sym_cache *c, const char *path)
 	c->n++;
 	return s->f;
 }
+
+int sym_dynamic(const struct sym_file *f, const char *name, uint64_t *offset)
+{
+	Elf_Scn *scn = find_section(f->elf, SHT_DYNSYM);
+	GElf_Shdr sh;
+	Elf_Data *d;
+	if (!scn || !gelf_getshdr(scn, &sh) || (d = elf_getdata(scn, NULL)) == NULL)
+		return -1;
+	size_t entsize = gelf_fsize(f->elf, ELF_T_SYM, 1, EV_CURRENT);
+	size_t count = entsize ? d->d_size / entsize : 0;
+	for (size_t i = 0; i < count; i++) {
+		GElf_Sym s;
+		if (!gelf_getsym(d, (int)i, &s) || s.st_shndx == SHN_UNDEF || s.st_value == 0)
+			continue;
+		unsigned type = GELF_ST_TYPE(s.st_info);
+		if (type != STT_FUNC && type != STT_GNU_IFUNC)
+			continue;
+		const char *n = elf_strptr(f->elf, sh.sh_link, s.st_name);
+		if (n && strcmp(n, name) == 0) {
+			*offset = s.st_value - f->bias;
+			return 0;
+		}
+	}
+	return -1;
+}
+
+int sym_entry(const struct sym_file *f, uint64_t *offset)
+{
+	GElf_Ehdr eh;
+	if (!gelf_getehdr(f->elf, &eh) || eh.e_entry == 0)
+		return -1;
+	*offset = eh.e_entry - f->bias;
+	return 0;
+}

@@ -43,6 +43,16 @@ int sym_read(const struct sym_file *f, uint64_t offset, void *buf, size_t len);
  */
 int sym_eh_frame_hdr(const struct sym_file *f, uint64_t *offset, uint64_t *size);
 
+/*
+ * The module offset of the function exported as `name` in the dynamic symbol
+ * table (where a hook on it must go). Returns 0, or -1 (silently) when the
+ * object does not define it.
+ */
+int sym_dynamic(const struct sym_file *f, const char *name, uint64_t *offset);
+
+/* The module offset of the object's entry point. Returns 0, or -1 when it has none. */
+int sym_entry(const struct sym_file *f, uint64_t *offset);
+
 /* A cache of opened files by path, so each object is indexed once. */
 struct sym_cache;
 struct sym_cache *sym_cache_new(void);

@@ -17,6 +17,9 @@ static const char *stop_names[STOP__COUNT] = {
 	[STOP_CLONE] = "stops.clone",
 	[STOP_EXEC] = "stops.exec",
 	[STOP_EXIT] = "stops.exit",
+	[STOP_BP_ENTRY] = "stops.bp_entry",
+	[STOP_BP_RETURN] = "stops.bp_return",
+	[STOP_DL_DEBUG] = "stops.dl_debug",
 	[STOP_OTHER] = "stops.other",
 };
 
@@ -133,7 +136,7 @@ static int build(struct tracer *T, struct snap *s)
 		s->samples[i].charged = T->samples[i].charged;
 		s->samples[i].rss = T->samples[i].rss;
 	}
-	s->counters = calloc(STOP__COUNT + 8, sizeof(*s->counters));
+	s->counters = calloc(STOP__COUNT + 16, sizeof(*s->counters)); /* stops, then the named counters below */
 	if (!s->counters)
 		return -1;
 	size_t k = 0;
@@ -146,7 +149,11 @@ static int build(struct tracer *T, struct snap *s)
 	if (counter(s, &k, "stops.total", total) || counter(s, &k, "unwinds", T->unw.unwinds) ||
 	    counter(s, &k, "unwind.remote_reads", T->unw.remote_reads) ||
 	    counter(s, &k, "residency.refreshes", T->refreshes) ||
-	    counter(s, &k, "residency.measures", p ? p->ledger.measures : 0))
+	    counter(s, &k, "residency.measures", p ? p->ledger.measures : 0) ||
+	    counter(s, &k, "heap.allocs", p ? p->heap.allocs : 0) ||
+	    counter(s, &k, "heap.frees", p ? p->heap.frees + p->heap.unknown_frees : 0) ||
+	    counter(s, &k, "heap.unknown_frees", p ? p->heap.unknown_frees : 0) ||
+	    counter(s, &k, "heap.nested", T->nested_calls))
 		return -1;
 	s->n_counters = k;
 	return 0;

@@ -1,0 +1,64 @@
+/*
+ * Breakpoints on the malloc family and on the dynamic linker's load hook, in
+ * one process's text: where they are, what each displaced, and the return
+ * trampoline (an int3 in ld.so's entry code, which never runs again).
+ */
+#ifndef PTFIL_HOOKS_H
+#define PTFIL_HOOKS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/u64map.h"
+#include "tracer/emu.h"
+#include "tracer/modules.h"
+
+enum hook_fn {
+	HOOK_MALLOC, HOOK_CALLOC, HOOK_REALLOC, HOOK_REALLOCARRAY, HOOK_FREE,
+	HOOK_POSIX_MEMALIGN, HOOK_ALIGNED_ALLOC, HOOK_MEMALIGN, HOOK_VALLOC, HOOK_PVALLOC,
+	HOOK_DL_DEBUG, HOOK__COUNT
+};
+
+struct hook_bp {
+	uint64_t addr;
+	uint32_t gid;          /* the module it lies in */
+	enum hook_fn fn;
+	struct emu_insn insn;  /* the instruction the int3 displaced */
+};
+
+struct hooks {
+	struct hook_bp *v; size_t n, cap;
+	struct u64map by_addr;         /* addr -> index in v */
+	uint64_t trampoline;           /* 0 until known */
+	int trampoline_armed;
+	uint32_t *scanned; size_t n_scanned, cap_scanned;  /* module ids already looked at */
+	uint64_t unhookable;           /* functions found but not hooked (first instruction unknown) */
+};
+
+extern const char *const hook_names[HOOK__COUNT];
+
+/* Storage is the caller's; hooks_fin frees the tables (it does not touch the process). */
+void hooks_init(struct hooks *h);
+void hooks_fin(struct hooks *h);
+/* The same breakpoints, for a forked child whose text is a copy. Returns 0 or -1 out of memory. */
+int hooks_copy(struct hooks *dst, const struct hooks *src);
+
+/*
+ * After an exec, with thread tid stopped: forgets the old image's breakpoints
+ * and arms the dynamic linker's load hook (when the image has one). Returns
+ * 0, or -1 after error() when a breakpoint could not be written.
+ */
+int hooks_exec(struct hooks *h, pid_t tid, const struct modmap *mm, struct modreg *reg);
+
+/*
+ * At a load event (or after exec of a static program): arms the malloc family
+ * in every module not looked at yet, and the return trampoline. Forgets
+ * breakpoints of modules no longer mapped. Returns 0 or -1 after error().
+ */
+int hooks_scan(struct hooks *h, pid_t tid, const struct modmap *mm, struct modreg *reg);
+
+/* The breakpoint at addr, or NULL. */
+const struct hook_bp *hooks_find(const struct hooks *h, uint64_t addr);
+
+#endif

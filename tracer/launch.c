@@ -195,10 +195,7 @@ static void tracer_fin(struct tracer *T)
 	while (T->procs) {
 		struct proc *p = T->procs;
 		T->procs = p->next;
-		resid_close(&p->resid);
-		ledger_fin(&p->ledger);
-		modmap_fin(&p->mm);
-		free(p);
+		proc_fin(p);
 	}
 	for (size_t h = 0; h < TRACER_HASH; h++)
 		while (T->threads[h]) {

@@ -153,6 +153,30 @@ int ledger_add(struct ledger *l, uint64_t start, uint64_t end, uint32_t stack, c
 	return 0;
 }
 
+int ledger_add_bytes(struct ledger *l, uint32_t stack, char kind, uint64_t bytes, uint64_t count)
+{
+	if (ensure_stack(l, stack))
+		return -1;
+	l->kind[stack] = kind;
+	struct ledger_charge *c = &l->by_stack[stack];
+	c->charged += bytes;
+	c->reserved += bytes;
+	c->count += count;
+	l->charged += bytes;
+	l->reserved += bytes;
+	return 0;
+}
+
+void ledger_sub_bytes(struct ledger *l, uint32_t stack, uint64_t bytes, uint64_t count)
+{
+	struct ledger_charge *c = &l->by_stack[stack];
+	c->charged -= bytes;
+	c->reserved -= bytes;
+	c->count -= count;
+	l->charged -= bytes;
+	l->reserved -= bytes;
+}
+
 int ledger_move(struct ledger *l, uint64_t from, uint64_t len, uint64_t to)
 {
 	if (!len || from == to)

@@ -54,6 +54,13 @@ void ledger_fin(struct ledger *l);
  * Returns 0, or -1 when out of memory.
  */
 int ledger_add(struct ledger *l, uint64_t start, uint64_t end, uint32_t stack, char kind);
+/*
+ * Charges bytes that no range measures (a small heap block, at its size) to
+ * stack, with count live objects. Returns 0, or -1 when out of memory.
+ */
+int ledger_add_bytes(struct ledger *l, uint32_t stack, char kind, uint64_t bytes, uint64_t count);
+/* Takes back what ledger_add_bytes charged. */
+void ledger_sub_bytes(struct ledger *l, uint32_t stack, uint64_t bytes, uint64_t count);
 /* Forgets [start, end); ranges cut in two keep their stacks and are measured again. */
 int ledger_remove(struct ledger *l, uint64_t start, uint64_t end);
 /* Moves what lies in [from, from+len) to start at to (mremap), replacing what was there. */

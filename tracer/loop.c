@@ -67,6 +67,9 @@ static void on_exec(struct tracer *T, struct tracee *t)
 			tracer_remove_thread(T, old);
 	}
 	struct proc *p = t->p;
+	t->in_alloc = 0;
+	if (!p->profiled)
+		hooks_fin(&p->hooks), hooks_init(&p->hooks); /* a new image has none of the old breakpoints */
 	if (p->profiled && sysc_exec(T, p))
 		warning("process %d: cannot read its memory after exec; its mappings are not charged", (int)p->pid);
 }
@@ -145,6 +148,9 @@ void loop_dispatch(struct tracer *T, pid_t tid, int status)
 		}
 		return;
 	case 0: {
+		/* An int3 of ours: a hooked call, its return, or a library load. */
+		if (sig == SIGTRAP && calls_trap(T, t))
+			return;
 		/* Signal-delivery-stop: deliver the signal exactly as it came. */
 		T->stops[STOP_SIGNAL]++;
 		siginfo_t si;

@@ -90,6 +90,18 @@ static char *slurp(const char *path, size_t *len)
 	return buf;
 }
 
+/* True when some executable mapping comes from the same file as e. */
+static int has_code(const struct maps *maps, const struct maps_entry *e)
+{
+	for (size_t i = 0; i < maps->n; i++) {
+		const struct maps_entry *o = &maps->v[i];
+		if ((o->perms & MAPS_X) && o->inode == e->inode && o->dev_major == e->dev_major &&
+		    o->dev_minor == e->dev_minor && o->path && strcmp(o->path, e->path) == 0)
+			return 1;
+	}
+	return 0;
+}
+
 int modmap_load(struct modmap *m, struct modreg *r, pid_t pid)
 {
 	char path[64];
@@ -114,6 +126,9 @@ int modmap_load(struct modmap *m, struct modreg *r, pid_t pid)
 	m->stack_start = m->stack_end = 0;
 	for (size_t i = 0; i < maps.n; i++) {
 		const struct maps_entry *e = &maps.v[i];
+		/* Objects with code only: data files (ld.so.cache, locale archives) hold no frames. */
+		if (e->path && !has_code(&maps, e))
+			continue;
 		if (e->path && strcmp(e->path, "[stack]") == 0) {
 			m->stack_start = e->start;
 			m->stack_end = e->end;

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/error.h"
 #include "tracer/tracee.h"
@@ -44,6 +45,8 @@ static struct proc *proc_new(struct tracer *T, pid_t pid)
 	p->pid = pid;
 	p->resid.pagemap_fd = p->resid.stat_fd = p->resid.statm_fd = -1;
 	ledger_init(&p->ledger, measure, &p->resid);
+	heap_init(&p->heap, &p->ledger, T->opts.large_block, (uint64_t)sysconf(_SC_PAGESIZE));
+	hooks_init(&p->hooks);
 	modmap_init(&p->mm);
 	/* Only the launched process is profiled for now; the others must keep running traced. */
 	p->profiled = pid == T->main_pid;
@@ -52,21 +55,22 @@ static struct proc *proc_new(struct tracer *T, pid_t pid)
 	return p;
 }
 
-/* The thread group of tid: the kernel says, so the order of ptrace events does not matter. */
-static pid_t tgid_of(pid_t tid)
+/* The thread group and parent of tid: the kernel says, so the order of ptrace events does not matter. */
+static pid_t tgid_of(pid_t tid, pid_t *ppid)
 {
 	char path[64], line[128];
 	snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
+	*ppid = 0;
 	FILE *f = fopen(path, "re");
 	if (!f)
 		return tid;
 	pid_t tgid = tid;
 	while (fgets(line, sizeof(line), f)) {
 		int v;
-		if (sscanf(line, "Tgid: %d", &v) == 1) {
+		if (sscanf(line, "Tgid: %d", &v) == 1)
 			tgid = v;
-			break;
-		}
+		else if (sscanf(line, "PPid: %d", &v) == 1)
+			*ppid = v;
 	}
 	fclose(f);
 	return tgid;
@@ -79,12 +83,19 @@ struct tracee *tracer_add_thread(struct tracer *T, pid_t tid)
 		error("out of memory");
 		return NULL;
 	}
-	pid_t pid = tid == T->main_pid ? tid : tgid_of(tid);
+	pid_t ppid = 0;
+	pid_t pid = tid == T->main_pid ? tid : tgid_of(tid, &ppid);
 	struct proc *p = tracer_proc(T, pid);
-	if (!p && !(p = proc_new(T, pid))) {
-		free(t);
-		error("out of memory");
-		return NULL;
+	if (!p) {
+		if (!(p = proc_new(T, pid))) {
+			free(t);
+			error("out of memory");
+			return NULL;
+		}
+		/* A forked child's text is a copy of its parent's: it has the same breakpoints. */
+		struct proc *parent = ppid ? tracer_proc(T, ppid) : NULL;
+		if (parent && hooks_copy(&p->hooks, &parent->hooks))
+			warning("out of memory copying breakpoints to process %d", (int)pid);
 	}
 	t->tid = tid;
 	t->p = p;
@@ -96,6 +107,16 @@ struct tracee *tracer_add_thread(struct tracer *T, pid_t tid)
 	return t;
 }
 
+void proc_fin(struct proc *p)
+{
+	resid_close(&p->resid);
+	heap_fin(&p->heap);
+	hooks_fin(&p->hooks);
+	ledger_fin(&p->ledger);
+	modmap_fin(&p->mm);
+	free(p);
+}
+
 static void proc_free(struct tracer *T, struct proc *p)
 {
 	for (struct proc **pp = &T->procs; *pp; pp = &(*pp)->next)
@@ -103,10 +124,7 @@ static void proc_free(struct tracer *T, struct proc *p)
 			*pp = p->next;
 			break;
 		}
-	resid_close(&p->resid);
-	ledger_fin(&p->ledger);
-	modmap_fin(&p->mm);
-	free(p);
+	proc_fin(p);
 }
 
 void tracer_remove_thread(struct tracer *T, struct tracee *t)

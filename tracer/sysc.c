@@ -64,6 +64,7 @@ static void sample(struct tracer *T, struct proc *p, double now)
 /* Brings every range's residency up to date if the process faulted in pages since the last time. */
 static void refresh_if_faulted(struct tracer *T, struct proc *p)
 {
+	p->faults_checked_at = tracer_now(T);
 	uint64_t faults = resid_faults(&p->resid);
 	if (faults != p->last_faults) {
 		/* Faults are read first so that pages faulted during the refresh are seen next time. */
@@ -91,6 +92,19 @@ void sysc_before_release(struct tracer *T, struct proc *p, uint64_t start, uint6
 	check_peak(T, p);
 }
 
+void sysc_before_small_release(struct tracer *T, struct proc *p)
+{
+	if (!p->ready)
+		return;
+	/*
+	 * A small block's charge is exact; only ranges' residency can be stale. Reading the
+	 * fault counter costs a system call, so at most once a millisecond here.
+	 */
+	if (tracer_now(T) - p->faults_checked_at > 0.001)
+		refresh_if_faulted(T, p);
+	check_peak(T, p);
+}
+
 void sysc_poll(struct tracer *T, struct proc *p)
 {
 	if (!p->ready || !p->nthreads)
@@ -110,8 +124,7 @@ static uint32_t frame_of(struct tracer *T, struct proc *p, uint64_t ip, int call
 	return stacks_frame(&T->stacks, r->gid, at - T->reg.v[r->gid].base);
 }
 
-/* Unwinds the stopped thread and interns its stack; STACKS_ROOT when nothing could be read. */
-static uint32_t capture_stack(struct tracer *T, struct tracee *t, const struct user_regs_struct *regs)
+uint32_t capture_stack(struct tracer *T, struct tracee *t, const struct user_regs_struct *regs)
 {
 	struct proc *p = t->p;
 	uint64_t ips[UNWIND_MAX_FRAMES];
@@ -174,6 +187,8 @@ int sysc_entry(struct tracer *T, struct tracee *t)
 	t->sc_nr = nr;
 	memcpy(t->sc_args, a, sizeof(a));
 	struct ledger *l = &p->ledger;
+	if (t->in_alloc && nr != SYS_execve && nr != SYS_execveat)
+		return nr == SYS_brk ? PTRACE_SYSCALL : PTRACE_CONT;
 	switch (nr) {
 	case SYS_mmap:
 		if (!(a[3] & MAP_ANONYMOUS))
@@ -223,6 +238,12 @@ void sysc_exit(struct tracer *T, struct tracee *t)
 	uint64_t ret = regs.rax;
 	const uint64_t *a = t->sc_args;
 	struct ledger *l = &p->ledger;
+	if (t->in_alloc) {
+		/* The allocator's own mappings: its blocks are charged instead. Only the brk end is followed. */
+		if (t->sc_nr == SYS_brk && !is_err(ret))
+			p->brk_cur = page_up(ret);
+		return;
+	}
 	switch (t->sc_nr) {
 	case SYS_mmap: {
 		if (is_err(ret))
@@ -300,6 +321,7 @@ static void add_main_stack(struct tracer *T, struct proc *p)
 int sysc_exec(struct tracer *T, struct proc *p)
 {
 	/* A new image: what the old one had mapped is gone, the peak stays. */
+	heap_clear(&p->heap);
 	ledger_remove(&p->ledger, 0, UINT64_MAX);
 	p->brk_cur = 0;
 	if (resid_open(&p->resid, p->pid))
@@ -311,5 +333,7 @@ int sysc_exec(struct tracer *T, struct proc *p)
 	p->ready = 1;
 	p->last_faults = resid_faults(&p->resid);
 	add_main_stack(T, p);
+	if (!T->opts.no_heap && hooks_exec(&p->hooks, p->pid, &p->mm, &T->reg))
+		warning("process %d: the malloc family cannot be hooked; only mappings are charged", (int)p->pid);
 	return 0;
 }

@@ -7,6 +7,8 @@ struct tracer_opts {
 	const char *output;       /* snapshot path; NULL for the default name */
 	unsigned interval_ms;     /* residency poll for the timeline; 0 disables it */
 	int quiet;                /* no summary on stderr */
+	unsigned long long large_block; /* heap blocks this big or more are charged by residency; 0: default */
+	int no_heap;              /* no malloc-family hooks: mappings only */
 };
 
 /* The default snapshot name for a program and pid: "ptfil-NAME-PID.gz". Caller frees. */

@@ -1,0 +1,224 @@
+/*
+ * The malloc family as seen at its breakpoints: an entry stop (unwind, note
+ * the arguments, point the return address at the trampoline), a return stop
+ * (the result), the linker's load event (arm new objects). Each displaced
+ * instruction is emulated, so no thread ever runs past a hook unseen.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/uio.h>
+#include <sys/user.h>
+#include <unistd.h>
+
+#include "common/error.h"
+#include "tracer/tracee.h"
+
+static int mem_read(void *arg, uint64_t addr, void *buf, size_t n)
+{
+	struct iovec l = { buf, n }, r = { (void *)(uintptr_t)addr, n };
+	return process_vm_readv(*(pid_t *)arg, &l, 1, &r, 1, 0) == (ssize_t)n ? 0 : -1;
+}
+
+static int mem_write(void *arg, uint64_t addr, const void *buf, size_t n)
+{
+	struct iovec l = { (void *)buf, n }, r = { (void *)(uintptr_t)addr, n };
+	if (process_vm_writev(*(pid_t *)arg, &l, 1, &r, 1, 0) == (ssize_t)n)
+		return 0;
+	/* Not writable through the VM interface (a read-only page): ptrace's forced write, word by word. */
+	for (size_t i = 0; i < n; i += 8) {
+		uint64_t word_addr = addr + i, word = 0;
+		size_t k = n - i < 8 ? n - i : 8;
+		if (k < 8) {
+			errno = 0;
+			long w = ptrace(PTRACE_PEEKDATA, *(pid_t *)arg, (void *)(uintptr_t)word_addr, NULL);
+			if (errno)
+				return -1;
+			word = (uint64_t)w;
+		}
+		memcpy(&word, (const char *)buf + i, k);
+		if (ptrace(PTRACE_POKEDATA, *(pid_t *)arg, (void *)(uintptr_t)word_addr, (void *)word))
+			return -1;
+	}
+	return 0;
+}
+
+/* Runs the displaced instruction for the thread and restarts it. */
+static void emulate_and_go(struct tracee *t, const struct hook_bp *b, struct user_regs_struct *regs)
+{
+	struct emu_mem mem = { mem_read, mem_write, &t->tid };
+	regs->rip = b->addr;
+	if (emu_apply(&b->insn, b->addr, regs, &mem)) {
+		/* The thread cannot go on correctly: let it meet the int3 as the program would. */
+		error("cannot emulate the instruction at %#llx for thread %d; the program gets SIGTRAP",
+		      (unsigned long long)b->addr, (int)t->tid);
+		ptrace(PTRACE_CONT, t->tid, 0, (void *)(long)SIGTRAP);
+		return;
+	}
+	if (ptrace(PTRACE_SETREGS, t->tid, 0, regs) && errno != ESRCH)
+		error_errno("cannot set the registers of thread %d", (int)t->tid);
+	if (ptrace(PTRACE_CONT, t->tid, 0, 0) && errno != ESRCH)
+		error_errno("cannot restart thread %d", (int)t->tid);
+}
+
+static uint64_t mul_or_zero(uint64_t a, uint64_t b)
+{
+	uint64_t r;
+	return __builtin_mul_overflow(a, b, &r) ? 0 : r;
+}
+
+/* A block about to lose its memory: measure and check the peak first. */
+static void before_free(struct tracer *T, struct proc *p, uint64_t ptr)
+{
+	const struct heap_block *b = heap_find(&p->heap, ptr);
+	if (!b)
+		return;
+	if (b->large)
+		sysc_before_release(T, p, b->ptr, b->ptr + b->size);
+	else
+		sysc_before_small_release(T, p);
+}
+
+static void on_entry(struct tracer *T, struct tracee *t, const struct hook_bp *b, struct user_regs_struct *regs)
+{
+	struct proc *p = t->p;
+	if (t->in_alloc && regs->rsp > t->call.rsp) {
+		/* The outer call's frame is gone (a longjmp out of it): it will never return through us. */
+		t->in_alloc = 0;
+	}
+	if (!p->profiled || !p->ready || t->in_alloc) {
+		if (t->in_alloc)
+			T->nested_calls++;
+		emulate_and_go(t, b, regs);
+		return;
+	}
+	uint64_t a0 = regs->rdi, a1 = regs->rsi, a2 = regs->rdx;
+	if (b->fn == HOOK_FREE) {
+		/* One stop: the block goes now (its memory is still there to measure). */
+		if (a0) {
+			before_free(T, p, a0);
+			heap_free(&p->heap, a0);
+		}
+		emulate_and_go(t, b, regs);
+		return;
+	}
+	if ((b->fn == HOOK_REALLOC || b->fn == HOOK_REALLOCARRAY) && a0)
+		before_free(T, p, a0);
+	regs->rip = b->addr;
+	uint32_t stack = capture_stack(T, t, regs);
+	uint64_t ret;
+	uint64_t tramp = p->hooks.trampoline;
+	struct emu_mem mem = { mem_read, mem_write, &t->tid };
+	if (!p->hooks.trampoline_armed || mem_read(&t->tid, regs->rsp, &ret, 8) ||
+	    mem_write(&t->tid, regs->rsp, &tramp, 8)) {
+		/* No way to see the return: the call goes uncounted, the program unharmed. */
+		(void)mem;
+		emulate_and_go(t, b, regs);
+		return;
+	}
+	t->in_alloc = 1;
+	t->call.fn = b->fn;
+	t->call.args[0] = a0;
+	t->call.args[1] = a1;
+	t->call.args[2] = a2;
+	t->call.stack = stack;
+	t->call.ret = ret;
+	t->call.rsp = regs->rsp;
+	emulate_and_go(t, b, regs);
+}
+
+static void record(struct tracer *T, struct proc *p, struct tracee *t, uint64_t result)
+{
+	const uint64_t *a = t->call.args;
+	uint64_t ptr = result, size = 0;
+	switch (t->call.fn) {
+	case HOOK_MALLOC: size = a[0]; break;
+	case HOOK_CALLOC: size = mul_or_zero(a[0], a[1]); break;
+	case HOOK_VALLOC: size = a[0]; break;
+	case HOOK_PVALLOC: {
+		uint64_t ps = p->heap.page_size;
+		size = a[0] ? (a[0] + ps - 1) & ~(ps - 1) : ps;
+		break;
+	}
+	case HOOK_ALIGNED_ALLOC:
+	case HOOK_MEMALIGN: size = a[1]; break;
+	case HOOK_POSIX_MEMALIGN:
+		/* Returns 0 and the block through its first argument. */
+		ptr = 0;
+		if (result == 0 && mem_read(&t->tid, a[0], &ptr, 8))
+			ptr = 0;
+		size = a[2];
+		break;
+	case HOOK_REALLOC:
+	case HOOK_REALLOCARRAY:
+		size = t->call.fn == HOOK_REALLOC ? a[1] : mul_or_zero(a[1], a[2]);
+		/* realloc(p, 0) frees p and returns NULL; a failed realloc leaves p alone. */
+		if (a[0] && (result || size == 0))
+			heap_free(&p->heap, a[0]);
+		break;
+	default:
+		return;
+	}
+	if (ptr && heap_alloc(&p->heap, ptr, size, t->call.stack))
+		warning("out of memory recording a block");
+	(void)T;
+}
+
+static void on_return(struct tracer *T, struct tracee *t, struct user_regs_struct *regs)
+{
+	struct proc *p = t->p;
+	if (!t->in_alloc) {
+		/* Only a hijacked return comes here; without one the program would fault. */
+		error("thread %d reached ptfil's return trampoline with no call in progress", (int)t->tid);
+		ptrace(PTRACE_CONT, t->tid, 0, (void *)(long)SIGTRAP);
+		return;
+	}
+	t->in_alloc = 0;
+	record(T, p, t, regs->rax);
+	regs->rip = t->call.ret;
+	if (ptrace(PTRACE_SETREGS, t->tid, 0, regs) && errno != ESRCH)
+		error_errno("cannot set the registers of thread %d", (int)t->tid);
+	if (ptrace(PTRACE_CONT, t->tid, 0, 0) && errno != ESRCH)
+		error_errno("cannot restart thread %d", (int)t->tid);
+}
+
+static void on_load(struct tracer *T, struct tracee *t, const struct hook_bp *b, struct user_regs_struct *regs)
+{
+	struct proc *p = t->p;
+	if (p->profiled && p->ready) {
+		if (modmap_load(&p->mm, &T->reg, p->pid) == 0) {
+			p->maps_loaded_at = tracer_now(T);
+			p->maps_dirty = 0;
+			unwind_flush(&T->unw);
+			if (hooks_scan(&p->hooks, t->tid, &p->mm, &T->reg))
+				warning("process %d: some malloc-family hooks are missing", (int)p->pid);
+		}
+	}
+	emulate_and_go(t, b, regs);
+}
+
+int calls_trap(struct tracer *T, struct tracee *t)
+{
+	struct user_regs_struct regs;
+	if (ptrace(PTRACE_GETREGS, t->tid, 0, &regs))
+		return 0;
+	uint64_t at = regs.rip - 1;
+	struct hooks *h = &t->p->hooks;
+	if (h->trampoline_armed && at == h->trampoline && t->in_alloc) {
+		T->stops[STOP_BP_RETURN]++;
+		on_return(T, t, &regs);
+		return 1;
+	}
+	const struct hook_bp *b = hooks_find(h, at);
+	if (!b)
+		return 0;
+	if (b->fn == HOOK_DL_DEBUG) {
+		T->stops[STOP_DL_DEBUG]++;
+		on_load(T, t, b, &regs);
+	} else {
+		T->stops[STOP_BP_ENTRY]++;
+		on_entry(T, t, b, &regs);
+	}
+	return 1;
+}
