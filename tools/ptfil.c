@@ -1,4 +1,5 @@
 /* ptfil's main: parse the command line, hand the work to tracer/. */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +25,8 @@ static void usage(FILE *f)
 		"                        (default: ptfil-PROGRAM-PID.gz in the current directory)\n"
 		"  -i, --interval MS     poll residency every MS milliseconds for the timeline\n"
 		"                        (default %d; 0 turns the poll off)\n"
+		"  -l, --large-block BYTES  charge heap blocks of BYTES or more by their resident\n"
+		"                        pages, smaller ones by their size (default 65536)\n"
 		"  -q, --quiet           print nothing on stderr but errors\n"
 		"  -h, --help            show this help\n"
 		"  -V, --version         show the version\n"
@@ -43,12 +46,28 @@ static unsigned parse_ms(const char *s)
 	return (unsigned)v;
 }
 
+static unsigned long long parse_bytes(const char *s)
+{
+	char *end;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	unsigned long long mult = 1;
+	if (*end == 'k' || *end == 'K')
+		mult = 1024, end++;
+	else if (*end == 'm' || *end == 'M')
+		mult = 1024 * 1024, end++;
+	if (!*s || *s == '-' || *end || errno || v == 0 || v > (1ULL << 40) / mult)
+		die_status(2, "invalid --large-block '%s' (bytes, optionally with K or M)", s);
+	return v * mult;
+}
+
 static int cmd_launch(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "output", required_argument, NULL, 'o' },
 		{ "interval", required_argument, NULL, 'i' },
 		{ "quiet", no_argument, NULL, 'q' },
+		{ "large-block", required_argument, NULL, 'l' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -58,11 +77,12 @@ static int cmd_launch(int argc, char **argv)
 	o.interval_ms = DEFAULT_INTERVAL_MS;
 	int c;
 	/* '+': stop at the program's name, so its own options stay its own. */
-	while ((c = getopt_long(argc, argv, "+o:i:qhV", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+o:i:l:qhV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'o': o.output = optarg; break;
 		case 'i': o.interval_ms = parse_ms(optarg); break;
 		case 'q': o.quiet = 1; break;
+		case 'l': o.large_block = parse_bytes(optarg); break;
 		case 'h': usage(stdout); return 0;
 		case 'V': printf("ptfil %s\n", PTFIL_VERSION); return 0;
 		default: usage(stderr); return 2;

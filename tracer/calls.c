@@ -44,12 +44,68 @@ static int mem_write(void *arg, uint64_t addr, const void *buf, size_t n)
 	return 0;
 }
 
-/* Runs the displaced instruction for the thread and restarts it. */
-static void emulate_and_go(struct tracee *t, const struct hook_bp *b, struct user_regs_struct *regs)
+/*
+ * Writes the emulated instruction makes, held back so that they go into the
+ * target with the trampoline's in one system call.
+ */
+struct held {
+	pid_t tid;
+	int n;
+	uint64_t addr[2];
+	uint64_t val[2];
+	size_t len[2];
+};
+
+static int held_write(void *arg, uint64_t addr, const void *buf, size_t n)
 {
-	struct emu_mem mem = { mem_read, mem_write, &t->tid };
+	struct held *h = arg;
+	if (h->n == 2 || n > 8)
+		return mem_write(&h->tid, addr, buf, n);
+	h->addr[h->n] = addr;
+	h->len[h->n] = n;
+	memcpy(&h->val[h->n], buf, n);
+	h->n++;
+	return 0;
+}
+
+static int held_read(void *arg, uint64_t addr, void *buf, size_t n)
+{
+	return mem_read(&((struct held *)arg)->tid, addr, buf, n);
+}
+
+static int held_flush(struct held *h)
+{
+	if (!h->n)
+		return 0;
+	struct iovec l[2], r[2];
+	size_t total = 0;
+	for (int i = 0; i < h->n; i++) {
+		l[i].iov_base = &h->val[i];
+		l[i].iov_len = h->len[i];
+		r[i].iov_base = (void *)(uintptr_t)h->addr[i];
+		r[i].iov_len = h->len[i];
+		total += h->len[i];
+	}
+	if (process_vm_writev(h->tid, l, (unsigned long)h->n, r, (unsigned long)h->n, 0) == (ssize_t)total)
+		return 0;
+	for (int i = 0; i < h->n; i++)
+		if (mem_write(&h->tid, h->addr[i], &h->val[i], h->len[i]))
+			return -1;
+	return 0;
+}
+
+/*
+ * Runs the displaced instruction for the thread, with h's writes (if any)
+ * going in at the same time, and restarts it.
+ */
+static void emulate_and_go(struct tracee *t, const struct hook_bp *b, struct user_regs_struct *regs, struct held *h)
+{
+	struct held local = { .tid = t->tid };
+	if (!h)
+		h = &local;
+	struct emu_mem mem = { held_read, held_write, h };
 	regs->rip = b->addr;
-	if (emu_apply(&b->insn, b->addr, regs, &mem)) {
+	if (emu_apply(&b->insn, b->addr, regs, &mem) || held_flush(h)) {
 		/* The thread cannot go on correctly: let it meet the int3 as the program would. */
 		error("cannot emulate the instruction at %#llx for thread %d; the program gets SIGTRAP",
 		      (unsigned long long)b->addr, (int)t->tid);
@@ -90,7 +146,7 @@ static void on_entry(struct tracer *T, struct tracee *t, const struct hook_bp *b
 	if (!p->profiled || !p->ready || t->in_alloc) {
 		if (t->in_alloc)
 			T->nested_calls++;
-		emulate_and_go(t, b, regs);
+		emulate_and_go(t, b, regs, NULL);
 		return;
 	}
 	uint64_t a0 = regs->rdi, a1 = regs->rsi, a2 = regs->rdx;
@@ -100,7 +156,7 @@ static void on_entry(struct tracer *T, struct tracee *t, const struct hook_bp *b
 			before_free(T, p, a0);
 			heap_free(&p->heap, a0);
 		}
-		emulate_and_go(t, b, regs);
+		emulate_and_go(t, b, regs, NULL);
 		return;
 	}
 	if ((b->fn == HOOK_REALLOC || b->fn == HOOK_REALLOCARRAY) && a0)
@@ -108,15 +164,14 @@ static void on_entry(struct tracer *T, struct tracee *t, const struct hook_bp *b
 	regs->rip = b->addr;
 	uint32_t stack = capture_stack(T, t, regs);
 	uint64_t ret;
-	uint64_t tramp = p->hooks.trampoline;
-	struct emu_mem mem = { mem_read, mem_write, &t->tid };
-	if (!p->hooks.trampoline_armed || mem_read(&t->tid, regs->rsp, &ret, 8) ||
-	    mem_write(&t->tid, regs->rsp, &tramp, 8)) {
+	/* The return address is in the stack copy the unwinder just took. */
+	if (!p->hooks.trampoline_armed || (unwind_copied_word(&T->unw, regs->rsp, &ret) &&
+					   mem_read(&t->tid, regs->rsp, &ret, 8))) {
 		/* No way to see the return: the call goes uncounted, the program unharmed. */
-		(void)mem;
-		emulate_and_go(t, b, regs);
+		emulate_and_go(t, b, regs, NULL);
 		return;
 	}
+	struct held h = { .tid = t->tid, .n = 1, .addr = { regs->rsp }, .val = { p->hooks.trampoline }, .len = { 8 } };
 	t->in_alloc = 1;
 	t->call.fn = b->fn;
 	t->call.args[0] = a0;
@@ -125,7 +180,7 @@ static void on_entry(struct tracer *T, struct tracee *t, const struct hook_bp *b
 	t->call.stack = stack;
 	t->call.ret = ret;
 	t->call.rsp = regs->rsp;
-	emulate_and_go(t, b, regs);
+	emulate_and_go(t, b, regs, &h);
 }
 
 static void record(struct tracer *T, struct proc *p, struct tracee *t, uint64_t result)
@@ -195,7 +250,7 @@ static void on_load(struct tracer *T, struct tracee *t, const struct hook_bp *b,
 				warning("process %d: some malloc-family hooks are missing", (int)p->pid);
 		}
 	}
-	emulate_and_go(t, b, regs);
+	emulate_and_go(t, b, regs, NULL);
 }
 
 int calls_trap(struct tracer *T, struct tracee *t)

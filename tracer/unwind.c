@@ -93,6 +93,26 @@ static int access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val, int
 		memcpy(val, u->stack + (addr - u->stack_lo), sizeof(*val));
 		return 0;
 	}
+	/* Deeper in the stack than the first copy reached: copy more, at least twice as much. */
+	if (addr >= u->stack_lo && addr - u->stack_lo + sizeof(*val) <= UNWIND_STACK_COPY &&
+	    u->stack_len >= UNWIND_FIRST_COPY) {
+		size_t want = u->stack_len * 2;
+		while (want < addr - u->stack_lo + sizeof(*val))
+			want *= 2;
+		if (want > UNWIND_STACK_COPY)
+			want = UNWIND_STACK_COPY;
+		struct iovec l = { u->stack + u->stack_len, want - u->stack_len };
+		struct iovec r = { (void *)(uintptr_t)(u->stack_lo + u->stack_len), want - u->stack_len };
+		ssize_t got = process_vm_readv(u->tid, &l, 1, &r, 1, 0);
+		u->stack_copies++;
+		if (got > 0) {
+			u->stack_len += (size_t)got;
+			if (addr - u->stack_lo + sizeof(*val) <= u->stack_len) {
+				memcpy(val, u->stack + (addr - u->stack_lo), sizeof(*val));
+				return 0;
+			}
+		}
+	}
 	/* Read-only module memory is the file's bytes: no system call needed. */
 	const struct modrange *r = modmap_find(u->mm, addr);
 	if (r && !(r->perms & MAPS_W) && addr + sizeof(*val) <= r->end) {
@@ -200,6 +220,14 @@ void unwind_flush(struct unwind *u)
 		unw_flush_cache(u->as, 0, 0);
 }
 
+int unwind_copied_word(const struct unwind *u, uint64_t addr, uint64_t *val)
+{
+	if (addr < u->stack_lo || addr - u->stack_lo + sizeof(*val) > u->stack_len)
+		return -1;
+	memcpy(val, u->stack + (addr - u->stack_lo), sizeof(*val));
+	return 0;
+}
+
 size_t unwind_stack(struct unwind *u, pid_t tid, const struct user_regs_struct *regs,
 		    const struct modmap *mm, struct modreg *reg, uint64_t *ips, size_t max)
 {
@@ -210,8 +238,9 @@ size_t unwind_stack(struct unwind *u, pid_t tid, const struct user_regs_struct *
 	u->unwinds++;
 	/* One copy of the live stack serves nearly every read the unwinder makes. */
 	u->stack_lo = regs->rsp;
-	struct iovec l = { u->stack, UNWIND_STACK_COPY }, r = { (void *)(uintptr_t)regs->rsp, UNWIND_STACK_COPY };
+	struct iovec l = { u->stack, UNWIND_FIRST_COPY }, r = { (void *)(uintptr_t)regs->rsp, UNWIND_FIRST_COPY };
 	ssize_t got = process_vm_readv(tid, &l, 1, &r, 1, 0);
+	u->stack_copies++;
 	u->stack_len = got > 0 ? (size_t)got : 0;
 
 	size_t n = 0;

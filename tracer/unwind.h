@@ -14,7 +14,8 @@
 #include "tracer/modules.h"
 
 #define UNWIND_MAX_FRAMES 128
-#define UNWIND_STACK_COPY (64 * 1024)
+#define UNWIND_STACK_COPY (256 * 1024) /* the most copied; the first copy is smaller */
+#define UNWIND_FIRST_COPY (8 * 1024)
 
 struct unwind {
 	void *as;                /* unw_addr_space_t */
@@ -27,7 +28,7 @@ struct unwind {
 	const struct modmap *mm;
 	struct modreg *reg;
 	/* counters */
-	uint64_t unwinds, frames, remote_reads;
+	uint64_t unwinds, frames, remote_reads, stack_copies;
 };
 
 /* Storage is the caller's; unwind_fin frees the address space and buffer. Returns 0 or -1 after error(). */
@@ -42,5 +43,8 @@ void unwind_flush(struct unwind *u);
  */
 size_t unwind_stack(struct unwind *u, pid_t tid, const struct user_regs_struct *regs,
 		    const struct modmap *mm, struct modreg *reg, uint64_t *ips, size_t max);
+
+/* A word of the stack copy the last unwind_stack took. Returns 0, or -1 when addr is outside it. */
+int unwind_copied_word(const struct unwind *u, uint64_t addr, uint64_t *val);
 
 #endif
