@@ -149,6 +149,7 @@ static int build(struct tracer *T, struct snap *s)
 	if (counter(s, &k, "stops.total", total) || counter(s, &k, "unwinds", T->unw.unwinds) ||
 	    counter(s, &k, "unwind.remote_reads", T->unw.remote_reads) ||
 	    counter(s, &k, "unwind.stack_copies", T->unw.stack_copies) ||
+	    counter(s, &k, "unwind.memo_hits", T->unw.memo_hits) ||
 	    counter(s, &k, "residency.refreshes", T->refreshes) ||
 	    counter(s, &k, "residency.measures", p ? p->ledger.measures : 0) ||
 	    counter(s, &k, "heap.allocs", p ? p->heap.allocs : 0) ||

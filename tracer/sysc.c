@@ -129,7 +129,12 @@ uint32_t capture_stack(struct tracer *T, struct tracee *t, const struct user_reg
 	struct proc *p = t->p;
 	uint64_t ips[UNWIND_MAX_FRAMES];
 	uint32_t frames[UNWIND_MAX_FRAMES];
-	size_t n = unwind_stack(&T->unw, t->tid, regs, &p->mm, &T->reg, ips, UNWIND_MAX_FRAMES);
+	unwind_begin(&T->unw, t->tid, regs, &p->mm, &T->reg);
+	/* The same call from the same place with the same frames: the same stack, no unwinding. */
+	for (size_t i = 0; i < TRACEE_MEMOS; i++)
+		if (unwind_memo_match(&T->unw, &t->memo[i]))
+			return t->memo[i].stack;
+	size_t n = unwind_run(&T->unw, ips, UNWIND_MAX_FRAMES);
 	/*
 	 * An address in no known object means new objects were mapped: read the maps
 	 * again if a file was mapped or anything unmapped since the last reading, and
@@ -144,7 +149,10 @@ uint32_t capture_stack(struct tracer *T, struct tracee *t, const struct user_reg
 		p->maps_dirty = 0;
 		if (modmap_load(&p->mm, &T->reg, p->pid) == 0) {
 			unwind_flush(&T->unw);
-			n = unwind_stack(&T->unw, t->tid, regs, &p->mm, &T->reg, ips, UNWIND_MAX_FRAMES);
+			n = unwind_run(&T->unw, ips, UNWIND_MAX_FRAMES);
+			missing = 0;
+			for (size_t i = 0; i < n && !missing; i++)
+				missing = !modmap_find(&p->mm, ips[i]);
 		}
 	}
 	for (size_t i = 0; i < n; i++) {
@@ -153,7 +161,12 @@ uint32_t capture_stack(struct tracer *T, struct tracee *t, const struct user_reg
 			return STACKS_ROOT;
 	}
 	uint32_t node = stacks_intern(&T->stacks, frames, n);
-	return node == STACKS_FAILED ? STACKS_ROOT : node;
+	if (node == STACKS_FAILED)
+		return STACKS_ROOT;
+	/* A stack with frames in unknown code may read better once the maps are read again: not kept. */
+	if (!missing)
+		unwind_memo_store(&T->unw, &t->memo[t->memo_next++ % TRACEE_MEMOS], node);
+	return node;
 }
 
 static void add_range(struct tracer *T, struct proc *p, uint64_t start, uint64_t end, uint32_t stack, char kind)

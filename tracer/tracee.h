@@ -38,6 +38,8 @@ struct proc {
 	struct proc *next;
 };
 
+#define TRACEE_MEMOS 4
+
 struct tracee {
 	pid_t tid;
 	struct proc *p;
@@ -53,6 +55,9 @@ struct tracee {
 		uint64_t ret;      /* the real return address */
 		uint64_t rsp;      /* at entry */
 	} call;
+	/* The last unwinds of this thread, to skip unwinding a stack seen just before. */
+	struct unwind_memo memo[TRACEE_MEMOS];
+	unsigned memo_next;
 	struct tracee *hnext;
 };
 

@@ -83,19 +83,14 @@ static int get_dyn_info_list_addr(unw_addr_space_t as, unw_word_t *addr, void *a
 	return -UNW_ENOINFO;
 }
 
-static int access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val, int write, void *arg)
+/* A word of the thread's stack from the copy, copying more when the unwinder goes deeper. */
+static int stack_word(struct unwind *u, uint64_t addr, uint64_t *val)
 {
-	struct unwind *u = arg;
-	(void)as;
-	if (write)
-		return -UNW_EINVAL;
-	if (addr >= u->stack_lo && addr - u->stack_lo + sizeof(*val) <= u->stack_len) {
-		memcpy(val, u->stack + (addr - u->stack_lo), sizeof(*val));
-		return 0;
-	}
-	/* Deeper in the stack than the first copy reached: copy more, at least twice as much. */
-	if (addr >= u->stack_lo && addr - u->stack_lo + sizeof(*val) <= UNWIND_STACK_COPY &&
-	    u->stack_len >= UNWIND_FIRST_COPY) {
+	if (addr < u->stack_lo)
+		return -1;
+	if (addr - u->stack_lo + sizeof(*val) > u->stack_len) {
+		if (addr - u->stack_lo + sizeof(*val) > UNWIND_STACK_COPY || u->stack_len < UNWIND_FIRST_COPY)
+			return -1;
 		size_t want = u->stack_len * 2;
 		while (want < addr - u->stack_lo + sizeof(*val))
 			want *= 2;
@@ -105,13 +100,32 @@ static int access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val, int
 		struct iovec r = { (void *)(uintptr_t)(u->stack_lo + u->stack_len), want - u->stack_len };
 		ssize_t got = process_vm_readv(u->tid, &l, 1, &r, 1, 0);
 		u->stack_copies++;
-		if (got > 0) {
-			u->stack_len += (size_t)got;
-			if (addr - u->stack_lo + sizeof(*val) <= u->stack_len) {
-				memcpy(val, u->stack + (addr - u->stack_lo), sizeof(*val));
-				return 0;
-			}
+		if (got <= 0)
+			return -1;
+		u->stack_len += (size_t)got;
+		if (addr - u->stack_lo + sizeof(*val) > u->stack_len)
+			return -1;
+	}
+	memcpy(val, u->stack + (addr - u->stack_lo), sizeof(*val));
+	return 0;
+}
+
+static int access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val, int write, void *arg)
+{
+	struct unwind *u = arg;
+	(void)as;
+	if (write)
+		return -UNW_EINVAL;
+	uint64_t v;
+	if (stack_word(u, addr, &v) == 0) {
+		*val = v;
+		if (u->log.n < UNWIND_MEMO_READS) {
+			u->log.addr[u->log.n] = addr;
+			u->log.val[u->log.n++] = v;
+		} else {
+			u->uncacheable = 1;
 		}
+		return 0;
 	}
 	/* Read-only module memory is the file's bytes: no system call needed. */
 	const struct modrange *r = modmap_find(u->mm, addr);
@@ -123,6 +137,7 @@ static int access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val, int
 	struct iovec l = { val, sizeof(*val) }, rem = { (void *)(uintptr_t)addr, sizeof(*val) };
 	if (process_vm_readv(u->tid, &l, 1, &rem, 1, 0) == (ssize_t)sizeof(*val)) {
 		u->remote_reads++;
+		u->uncacheable = 1;
 		return 0;
 	}
 	return -UNW_EINVAL;
@@ -157,9 +172,11 @@ static int access_reg(unw_addr_space_t as, unw_regnum_t reg, unw_word_t *val, in
 	struct unwind *u = arg;
 	(void)as;
 	int off = reg_offset(reg);
-	if (write || off < 0)
+	if (write || off < 0 || reg > UNW_X86_64_RIP)
 		return -UNW_EBADREG;
 	memcpy(val, (const char *)u->regs + off, sizeof(*val));
+	u->log.regs_read |= 1u << reg;
+	u->log.reg_val[reg] = *val;
 	return 0;
 }
 
@@ -203,6 +220,7 @@ int unwind_init(struct unwind *u)
 	}
 	unw_set_caching_policy(as, UNW_CACHE_GLOBAL);
 	u->as = as;
+	u->gen = 1; /* memos of generation 0 are empty */
 	return 0;
 }
 
@@ -218,6 +236,8 @@ void unwind_flush(struct unwind *u)
 {
 	if (u->as)
 		unw_flush_cache(u->as, 0, 0);
+	/* Memos name code that may be gone: none of them holds any more. */
+	u->gen++;
 }
 
 int unwind_copied_word(const struct unwind *u, uint64_t addr, uint64_t *val)
@@ -228,25 +248,64 @@ int unwind_copied_word(const struct unwind *u, uint64_t addr, uint64_t *val)
 	return 0;
 }
 
-size_t unwind_stack(struct unwind *u, pid_t tid, const struct user_regs_struct *regs,
-		    const struct modmap *mm, struct modreg *reg, uint64_t *ips, size_t max)
+void unwind_begin(struct unwind *u, pid_t tid, const struct user_regs_struct *regs,
+		  const struct modmap *mm, struct modreg *reg)
 {
 	u->tid = tid;
 	u->regs = regs;
 	u->mm = mm;
 	u->reg = reg;
-	u->unwinds++;
 	/* One copy of the live stack serves nearly every read the unwinder makes. */
 	u->stack_lo = regs->rsp;
 	struct iovec l = { u->stack, UNWIND_FIRST_COPY }, r = { (void *)(uintptr_t)regs->rsp, UNWIND_FIRST_COPY };
 	ssize_t got = process_vm_readv(tid, &l, 1, &r, 1, 0);
 	u->stack_copies++;
 	u->stack_len = got > 0 ? (size_t)got : 0;
+}
 
+int unwind_memo_match(struct unwind *u, const struct unwind_memo *m)
+{
+	if (m->gen != u->gen || !m->gen)
+		return 0;
+	for (int r = 0; r <= UNW_X86_64_RIP; r++) {
+		if (!(m->regs_read >> r & 1))
+			continue;
+		uint64_t v;
+		memcpy(&v, (const char *)u->regs + reg_offset(r), sizeof(v));
+		if (v != m->reg_val[r])
+			return 0;
+	}
+	for (uint32_t i = 0; i < m->n; i++) {
+		uint64_t v;
+		if (stack_word(u, m->addr[i], &v) || v != m->val[i])
+			return 0;
+	}
+	u->memo_hits++;
+	return 1;
+}
+
+void unwind_memo_store(struct unwind *u, struct unwind_memo *m, uint32_t stack)
+{
+	if (u->uncacheable)
+		return;
+	*m = u->log;
+	m->gen = u->gen;
+	m->stack = stack;
+}
+
+size_t unwind_run(struct unwind *u, uint64_t *ips, size_t max)
+{
+	u->unwinds++;
+	u->log.n = 0;
+	u->log.regs_read = 0;
+	u->uncacheable = 0;
 	size_t n = 0;
 	if (max == 0)
 		return 0;
-	ips[n++] = regs->rip;
+	ips[n++] = u->regs->rip;
+	/* The first ip is part of the key even when libunwind never asks for it. */
+	u->log.regs_read |= 1u << UNW_X86_64_RIP;
+	u->log.reg_val[UNW_X86_64_RIP] = u->regs->rip;
 	unw_cursor_t c;
 	if (unw_init_remote(&c, u->as, u) < 0)
 		return n;

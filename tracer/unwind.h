@@ -17,6 +17,24 @@
 #define UNWIND_STACK_COPY (256 * 1024) /* the most copied; the first copy is smaller */
 #define UNWIND_FIRST_COPY (8 * 1024)
 
+#define UNWIND_MEMO_READS 96
+
+/*
+ * What one unwind read: every register and stack word, with its value. Given
+ * the same values the unwinder would find the same frames (module code and
+ * unwind tables do not change while gen stays the same), so a thread that
+ * stops again with the same values can skip the unwind.
+ */
+struct unwind_memo {
+	unsigned gen;                    /* 0: empty */
+	uint32_t regs_read;              /* bit n: register n of reg_offset's numbering */
+	uint64_t reg_val[17];
+	uint32_t n;
+	uint64_t addr[UNWIND_MEMO_READS];
+	uint64_t val[UNWIND_MEMO_READS];
+	uint32_t stack;                  /* the interned result */
+};
+
 struct unwind {
 	void *as;                /* unw_addr_space_t */
 	uint8_t *stack;          /* UNWIND_STACK_COPY bytes, owned */
@@ -27,8 +45,12 @@ struct unwind {
 	size_t stack_len;
 	const struct modmap *mm;
 	struct modreg *reg;
+	/* what the current unwind read, for its memo */
+	struct unwind_memo log;
+	int uncacheable;                 /* it read memory a memo cannot check again */
+	unsigned gen;                    /* bumped by unwind_flush */
 	/* counters */
-	uint64_t unwinds, frames, remote_reads, stack_copies;
+	uint64_t unwinds, frames, remote_reads, stack_copies, memo_hits;
 };
 
 /* Storage is the caller's; unwind_fin frees the address space and buffer. Returns 0 or -1 after error(). */
@@ -37,14 +59,20 @@ void unwind_fin(struct unwind *u);
 /* Forget cached unwind info (after an exec or when objects were unmapped). */
 void unwind_flush(struct unwind *u);
 
+/* Takes the registers and a first copy of the stack of stopped thread tid. */
+void unwind_begin(struct unwind *u, pid_t tid, const struct user_regs_struct *regs,
+		  const struct modmap *mm, struct modreg *reg);
+/* True when memo m was recorded from the same values the current stop shows. */
+int unwind_memo_match(struct unwind *u, const struct unwind_memo *m);
 /*
- * Unwinds stopped thread tid from regs: writes up to max instruction pointers,
+ * Unwinds from what unwind_begin took: writes up to max instruction pointers,
  * innermost first, to ips, and returns how many (at least 1: the current ip).
  */
-size_t unwind_stack(struct unwind *u, pid_t tid, const struct user_regs_struct *regs,
-		    const struct modmap *mm, struct modreg *reg, uint64_t *ips, size_t max);
+size_t unwind_run(struct unwind *u, uint64_t *ips, size_t max);
+/* Records the last unwind_run into m with its result; does nothing if it cannot be checked again. */
+void unwind_memo_store(struct unwind *u, struct unwind_memo *m, uint32_t stack);
 
-/* A word of the stack copy the last unwind_stack took. Returns 0, or -1 when addr is outside it. */
+/* A word of the stack copy unwind_begin took. Returns 0, or -1 when addr is outside it. */
 int unwind_copied_word(const struct unwind *u, uint64_t addr, uint64_t *val);
 
 #endif
