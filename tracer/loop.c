@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/ptrace.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "common/error.h"
 #include "tracer/loop.h"
@@ -196,23 +197,32 @@ static int is_pending(pid_t pid, int sig)
 static void forward_signals(struct tracer *T)
 {
 	loop_forward_any = 0;
-	int status;
-	pid_t tid;
-	/* First take in what the kernel already has for us: the same send may be queued there. */
-	while ((tid = waitpid(-1, &status, __WALL | WNOHANG)) > 0)
-		loop_dispatch(T, tid, status);
 	for (int sig = 1; sig < 65; sig++) {
 		if (!loop_forward[sig])
 			continue;
 		loop_forward[sig] = 0;
 		pid_t from = (pid_t)loop_forward_from[sig];
-		if (T->main_status >= 0)
-			continue;
-		if (delivered[sig].from == from && tracer_now(T) - delivered[sig].time < 0.5)
-			continue;
-		if (is_pending(T->main_pid, sig))
-			continue;
-		kill(T->main_pid, sig);
+		/*
+		 * The same send may already be on its way to the program: pending, or taken
+		 * off its queue and about to be reported. Look a few times over ~10 ms.
+		 */
+		int reached = 0;
+		for (int tries = 0; tries < 10 && !reached; tries++) {
+			int status;
+			pid_t tid;
+			while ((tid = waitpid(-1, &status, __WALL | WNOHANG)) > 0)
+				loop_dispatch(T, tid, status);
+			if (T->main_status >= 0)
+				reached = 1;
+			else if (delivered[sig].from == from && tracer_now(T) - delivered[sig].time < 0.5)
+				reached = 1;
+			else if (is_pending(T->main_pid, sig))
+				reached = 1;
+			else if (tries < 9)
+				usleep(1000);
+		}
+		if (!reached)
+			kill(T->main_pid, sig);
 	}
 }
 
