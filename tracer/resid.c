@@ -42,7 +42,7 @@ static int scan_ok;      /* PAGEMAP_SCAN works */
 static int scan_zero_ok; /* ... and reports the zero page */
 static uint64_t zero_pfn;
 
-static uint64_t scan_range(int fd, uint64_t start, uint64_t end, int skip_zero, int *failed);
+static uint64_t scan_range(int fd, uint64_t start, uint64_t end, int skip_zero, struct resid *by_frame, int *failed);
 
 static void probe(void)
 {
@@ -67,9 +67,9 @@ static void probe(void)
 				no_zero_page = 1; /* reads allocate real pages here (e.g. pvm_no_zero_page) */
 		}
 		int failed = 0;
-		uint64_t all = scan_range(fd, a, a + len, 0, &failed);
+		uint64_t all = scan_range(fd, a, a + len, 0, NULL, &failed);
 		scan_ok = !failed && all == len;
-		scan_zero_ok = scan_ok && zero_pfn && scan_range(fd, a, a + len, 1, &failed) == 0 && !failed;
+		scan_zero_ok = scan_ok && zero_pfn && scan_range(fd, a, a + len, 1, NULL, &failed) == 0 && !failed;
 		close(fd);
 	}
 	munmap(m, len);
@@ -118,8 +118,14 @@ void resid_close(struct resid *r)
 	r->pagemap_fd = r->stat_fd = r->statm_fd = -1;
 }
 
-/* Bytes in present pages (not counting zero pages when skip_zero) of [start, end), by PAGEMAP_SCAN. */
-static uint64_t scan_range(int fd, uint64_t start, uint64_t end, int skip_zero, int *failed)
+static uint64_t read_range(struct resid *r, uint64_t start, uint64_t end);
+
+/*
+ * Bytes in present pages of [start, end), by PAGEMAP_SCAN, not counting zero
+ * pages when skip_zero. With by_frame, the present regions the scan finds in
+ * a sparse range are read entry by entry to leave out the zero page's frame.
+ */
+static uint64_t scan_range(int fd, uint64_t start, uint64_t end, int skip_zero, struct resid *by_frame, int *failed)
 {
 	struct page_region regs[32];
 	uint64_t bytes = 0;
@@ -137,7 +143,7 @@ static uint64_t scan_range(int fd, uint64_t start, uint64_t end, int skip_zero, 
 			return 0;
 		}
 		for (int i = 0; i < n; i++)
-			bytes += regs[i].end - regs[i].start;
+			bytes += by_frame ? read_range(by_frame, regs[i].start, regs[i].end) : regs[i].end - regs[i].start;
 		if (a.walk_end <= start)
 			break;
 		start = a.walk_end;
@@ -145,8 +151,6 @@ static uint64_t scan_range(int fd, uint64_t start, uint64_t end, int skip_zero, 
 	return bytes;
 }
 
-/* Present, non-zero pages of a range known to be present, by frame number. */
-static uint64_t scan_then_read(struct resid *r, uint64_t start, uint64_t end, int *failed);
 
 static uint64_t read_range(struct resid *r, uint64_t start, uint64_t end)
 {
@@ -180,39 +184,14 @@ uint64_t resid_range(struct resid *r, uint64_t start, uint64_t end)
 	r->scans++;
 	if (r->use_scan) {
 		int failed = 0;
-		uint64_t b = scan_zero_ok || !zero_pfn ? scan_range(r->pagemap_fd, start, end, scan_zero_ok, &failed)
-						       : scan_then_read(r, start, end, &failed);
+		uint64_t b = scan_range(r->pagemap_fd, start, end, scan_zero_ok, scan_zero_ok || !zero_pfn ? NULL : r,
+					&failed);
 		if (!failed)
 			return b;
 		if (errno == ESRCH)
 			return 0;
 	}
 	return read_range(r, start, end);
-}
-
-static uint64_t scan_then_read(struct resid *r, uint64_t start, uint64_t end, int *failed)
-{
-	/* The scan finds the few present regions of a sparse range; only those are read entry by entry. */
-	struct page_region regs[32];
-	uint64_t bytes = 0;
-	while (start < end) {
-		struct pm_scan_arg a = {
-			.size = sizeof(a), .start = start, .end = end,
-			.vec = (uintptr_t)regs, .vec_len = 32,
-			.category_mask = PAGE_IS_PRESENT, .return_mask = PAGE_IS_PRESENT,
-		};
-		int n = ioctl(r->pagemap_fd, PAGEMAP_SCAN, &a);
-		if (n < 0) {
-			*failed = 1;
-			return 0;
-		}
-		for (int i = 0; i < n; i++)
-			bytes += read_range(r, regs[i].start, regs[i].end);
-		if (a.walk_end <= start)
-			break;
-		start = a.walk_end;
-	}
-	return bytes;
 }
 
 static ssize_t read_fd(int fd, char *buf, size_t n)
