@@ -193,10 +193,14 @@ def test_threads_checkpoint_exact():
     assert_heap_stacks(doc, "hold_blocks", {"malloc", "__libc_malloc"})
     assert all("main" not in functions(s) for s in stacks_through(doc, "hold_blocks")), excerpt(doc, "hold_blocks")
     # No hit missed or doubled: 1,000,000 pair mallocs + 5,000 held, and as many frees, plus the
-    # few made by libc and pthread_create (at most 100).
+    # few made by libc and pthread_create (at most 100). At thread exit glibc frees what each
+    # thread's tcache still caches (blocks already freed, so unknown to ptfil) and the tcache
+    # itself: those are real calls of free, at most 7 blocks x 64 bins + 1 per thread.
     c = doc["counters"]
+    unknown = c.get("heap.unknown_frees", 0)
     assert 1005000 <= c["heap.allocs"] <= 1005100, c
-    assert 1005000 <= c["heap.frees"] <= 1005100, c
+    assert 1005000 <= c["heap.frees"] - unknown <= 1005100, c
+    assert c["heap.frees"] <= 1005100 + 4 * (7 * 64 + 1), c
     assert 0 <= stop_excess(c) <= STOP_SLACK, c
 
 
