@@ -86,7 +86,17 @@ def test_file_mappings_not_charged():
     check_near("peak", doc["peak"]["charged_bytes"], 12 * MiB)
 
 
+def test_static_program_runs_mappings_only():
+    # No dynamic linker, so no malloc-family hooks: the program runs as it would, its mappings charged.
+    r = launch([target("mapops_static"), "partial"])
+    assert r.returncode == 0 and b"partial done" in r.stdout, (r.returncode, r.stderr)
+    doc = r.json
+    check_near("peak", doc["peak"]["charged_bytes"], 14 * MiB)
+    check_near("partial_more", charged_through(doc, "partial_more"), 8 * MiB)
+    assert doc["counters"]["stops.bp_entry"] == 0
+
+
 if __name__ == "__main__":
     main([test_partial_munmap, test_mremap_grow_move_shrink, test_madvise_dontneed_between_peaks,
           test_merged_mappings_charged_separately, test_read_only_memory, test_shared_anonymous, test_brk_heap,
-          test_file_mappings_not_charged])
+          test_file_mappings_not_charged, test_static_program_runs_mappings_only])
