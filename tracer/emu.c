@@ -192,6 +192,16 @@ int emu_decode(const uint8_t *code, size_t n, struct emu_insn *insn)
 			insn->len = i + 1 + immlen;
 			return 0;
 		}
+		if (mod == 3 && sub == 7 && opc != 0x80) {
+			if (i + 1 + immlen > n)
+				return -1;
+			insn->op = EMU_CMP_RI;
+			insn->dst = mrm;
+			insn->size = w ? 8 : 4;
+			insn->imm = immlen == 4 ? get_i32(code + i + 1) : (int8_t)code[i + 1];
+			insn->len = i + 1 + immlen;
+			return 0;
+		}
 		/* cmp with an imm8 against rip-relative memory; the 81 form (imm32) is not needed. */
 		if (riprel && sub == 7 && opc != 0x81) {
 			if (i + 6 > n || (opc == 0x80 && rex))
@@ -363,6 +373,10 @@ int emu_apply(const struct emu_insn *insn, uint64_t at, struct user_regs_struct 
 		r.eflags = flags_sub(r.eflags, a, b, 8);
 		break;
 	}
+
+	case EMU_CMP_RI:
+		r.eflags = flags_sub(r.eflags, zext(*dst, size), zext((uint64_t)insn->imm, size), size);
+		break;
 
 	case EMU_CMPB_RIP:
 	case EMU_CMP_RIP:

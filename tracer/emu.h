@@ -28,6 +28,7 @@ enum emu_op {
 	EMU_SUB_RSP,    /* sub $imm, %rsp */
 	EMU_CMPB_RIP,   /* cmpb $imm8, disp32(%rip) */
 	EMU_CMP_RIP,    /* cmpl/cmpq $imm8, disp32(%rip) */
+	EMU_CMP_RI,     /* cmp $imm8/imm32, r32/r64 (jemalloc's malloc starts so) */
 	EMU_MOV_LOAD_RIP, /* mov disp32(%rip), r64/r32 */
 	EMU_LEA_RIP,    /* lea disp32(%rip), r64 */
 	EMU_JMP,        /* jmp rel8 / rel32 */

@@ -85,6 +85,24 @@ def test_chain_peak_and_attribution():
     assert not others, excerpt(doc, "f2")
 
 
+JEMALLOC = "/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"
+
+
+def test_preloaded_jemalloc():
+    # An allocator other than glibc's, preloaded: its malloc family is hooked instead (its malloc
+    # starts with an instruction glibc's does not, cmp $imm32,%rdi, which the emulator must know).
+    assert os.path.exists(JEMALLOC), "libjemalloc2 is installed by tools/install-deps.sh"
+    env = dict(os.environ, LD_PRELOAD=JEMALLOC)
+    r = launch([target("heap_chain"), "chain"], env=env)
+    assert r.returncode == 0 and b"chain done" in r.stdout, (r.returncode, r.stderr)
+    assert b"cannot emulate" not in r.stderr, r.stderr
+    doc = r.json
+    charged, _, count = through(doc, "f2")
+    assert (charged, count) == (20000000, 2000), excerpt(doc, "f2")
+    for s in stacks_through(doc, "f2"):
+        assert s["frames"][0]["function"] == "malloc" and "jemalloc" in s["frames"][0]["module"], s["frames"][0]
+
+
 def test_stop_budget():
     # N malloc/free pairs for two values of N: each extra pair costs exactly 3 stops (malloc
     # entry and return, free entry) and nothing else: no other stop of any kind.
@@ -301,6 +319,6 @@ def test_python_list():
 
 
 if __name__ == "__main__":
-    main([test_chain_peak_and_attribution, test_stop_budget, test_realloc_and_aligned_family, test_calloc_sparse,
+    main([test_chain_peak_and_attribution, test_preloaded_jemalloc, test_stop_budget, test_realloc_and_aligned_family, test_calloc_sparse,
           test_large_block_option, test_first_peak_kept, test_threads_checkpoint_exact,
           test_shared_library_ctor_and_dlopen, test_cxx_new_delete, test_python_list])

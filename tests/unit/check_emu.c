@@ -440,6 +440,37 @@ START_TEST(test_cpu_sub_rsp)
 }
 END_TEST
 
+START_TEST(test_cpu_cmp_ri)
+{
+	/* cmp $imm, r: 81 /7 id and 83 /7 ib, 32- and 64-bit, every register (jemalloc's malloc starts so). */
+	static const int32_t imms[] = { 0, 1, 0x1000, 0x7f, -0x80, -1, 0x7fffffff, -0x80000000 };
+	uint8_t b[7];
+	unsigned i = 0;
+
+	for (unsigned w = 0; w < 2; w++)
+		for (unsigned r = 0; r < 16; r++)
+			for (size_t x = 0; x < NEDGE; x++)
+				for (size_t k = 0; k < sizeof(imms) / sizeof(imms[0]); k++) {
+					size_t n = 0;
+					unsigned rex = (w ? 0x48 : 0) | (r >= 8 ? 0x41 : 0);
+					int short_form = imms[k] >= -0x80 && imms[k] <= 0x7f;
+					if (rex)
+						b[n++] = (uint8_t)rex;
+					b[n++] = short_form ? 0x83 : 0x81;
+					b[n++] = (uint8_t)(0xc0 | 7 << 3 | (r & 7));
+					if (short_form)
+						b[n++] = (uint8_t)imms[k];
+					else
+						put32(b + n, (uint32_t)imms[k]), n += 4;
+					struct tcase c = { .code = b, .len = n, .flags = start_flags(i++) };
+					default_regs(&c);
+					if (r != 4)
+						c.in[r] = edge[x];
+					run_case(&c);
+				}
+}
+END_TEST
+
 /* Builds, in b, a rip-relative instruction meant to run at AT_DEFAULT, whose operand is at target. */
 static size_t enc_rip(uint8_t *b, const uint8_t *op, size_t oplen, const uint8_t *target, const uint8_t *imm, size_t immlen)
 {
@@ -962,6 +993,7 @@ Suite *emu_suite(void)
 	tcase_add_test(cpu, test_cpu_test_rr);
 	tcase_add_test(cpu, test_cpu_xor_rr);
 	tcase_add_test(cpu, test_cpu_sub_rsp);
+	tcase_add_test(cpu, test_cpu_cmp_ri);
 	tcase_add_test(cpu, test_cpu_cmp_rip);
 	tcase_add_test(cpu, test_cpu_mov_load_rip);
 	tcase_add_test(cpu, test_cpu_lea_rip);
