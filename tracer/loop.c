@@ -69,8 +69,11 @@ static void on_exec(struct tracer *T, struct tracee *t)
 	}
 	struct proc *p = t->p;
 	t->in_alloc = 0;
-	if (!p->profiled)
-		hooks_fin(&p->hooks), hooks_init(&p->hooks); /* a new image has none of the old breakpoints */
+	if (!p->profiled) {
+		/* A new image has none of the old breakpoints. */
+		hooks_fin(&p->hooks);
+		hooks_init(&p->hooks);
+	}
 	if (p->profiled && sysc_exec(T, p))
 		warning("process %d: cannot read its memory after exec; its mappings are not charged", (int)p->pid);
 }
