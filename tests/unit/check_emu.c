@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "tests/unit/suites.h"
+#include "tests/unit/testutil.h"
 #include "symbols/sym.h"
 #include "tracer/emu.h"
 
@@ -773,25 +774,6 @@ END_TEST
 
 /* ---- the real first instructions of this machine's allocator ---- */
 
-static char *run_cmd(const char *cmd)
-{
-	FILE *fp = popen(cmd, "r");
-	char *out = NULL;
-	size_t len = 0, n;
-	char buf[4096];
-
-	ck_assert_msg(fp != NULL, "cannot run %s", cmd);
-	while ((n = fread(buf, 1, sizeof(buf), fp)) > 0) {
-		out = realloc(out, len + n + 1);
-		ck_assert(out != NULL);
-		memcpy(out + len, buf, n);
-		len += n;
-	}
-	ck_assert_msg(pclose(fp) == 0, "command failed: %s", cmd);
-	ck_assert_msg(out != NULL, "no output from %s", cmd);
-	out[len] = '\0';
-	return out;
-}
 
 /* The output of nm -D for path; the caller frees it. */
 static char *nm_dynamic(const char *path)
@@ -799,7 +781,7 @@ static char *nm_dynamic(const char *path)
 	char *cmd, *out;
 
 	ck_assert(asprintf(&cmd, "nm -D --defined-only '%s'", path) > 0);
-	out = run_cmd(cmd);
+	out = test_run_command(cmd);
 	free(cmd);
 	return out;
 }
@@ -838,7 +820,7 @@ static size_t objdump_first(const char *path, uint64_t addr, uint8_t *bytes)
 
 	ck_assert(asprintf(&cmd, "objdump -d --start-address=%#lx --stop-address=%#lx '%s'",
 			   (unsigned long)addr, (unsigned long)addr + 16, path) > 0);
-	out = run_cmd(cmd);
+	out = test_run_command(cmd);
 	free(cmd);
 	for (line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
 		unsigned long a;

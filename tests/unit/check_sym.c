@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "tests/unit/suites.h"
+#include "tests/unit/testutil.h"
 #include "common/error.h"
 #include "symbols/maps.h"
 #include "symbols/sym.h"
@@ -27,26 +28,6 @@ static char *fixture_path(const char *name)
 	return p;
 }
 
-/* The whole output of a shell command; the caller frees it. */
-static char *run(const char *cmd)
-{
-	FILE *fp = popen(cmd, "r");
-	char *out = NULL;
-	size_t len = 0, n;
-	char buf[4096];
-
-	ck_assert_msg(fp != NULL, "cannot run %s", cmd);
-	while ((n = fread(buf, 1, sizeof(buf), fp)) > 0) {
-		out = realloc(out, len + n + 1);
-		ck_assert(out != NULL);
-		memcpy(out + len, buf, n);
-		len += n;
-	}
-	ck_assert_msg(pclose(fp) == 0, "command failed: %s", cmd);
-	ck_assert_msg(out != NULL, "no output from %s", cmd);
-	out[len] = '\0';
-	return out;
-}
 
 /* What the fixture saw of itself at run time. */
 struct fix_run {
@@ -65,7 +46,7 @@ static void fix_run(const char *path, struct fix_run *r)
 
 	memset(r, 0, sizeof(*r));
 	ck_assert(asprintf(&cmd, "'%s' maps", path) > 0);
-	r->text = run(cmd);
+	r->text = test_run_command(cmd);
 	free(cmd);
 	char *maps_text = strstr(r->text, "\nmaps\n");
 	ck_assert(maps_text != NULL);
@@ -112,7 +93,7 @@ static int nm_symbol(const char *path, const char *name, int dynamic, uint64_t *
 	int found = 0;
 
 	ck_assert(asprintf(&cmd, "nm -S --defined-only %s '%s'", dynamic ? "-D" : "", path) > 0);
-	out = run(cmd);
+	out = test_run_command(cmd);
 	free(cmd);
 	for (line = strtok_r(out, "\n", &save); line && !found; line = strtok_r(NULL, "\n", &save)) {
 		unsigned long v, s;
@@ -139,7 +120,7 @@ static uint64_t readelf_bias(const char *path)
 	uint64_t best_off = UINT64_MAX, bias = 0;
 
 	ck_assert(asprintf(&cmd, "readelf -lW '%s'", path) > 0);
-	out = run(cmd);
+	out = test_run_command(cmd);
 	free(cmd);
 	for (line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
 		unsigned long off, vaddr;
@@ -159,7 +140,7 @@ static char *readelf_build_id(const char *path)
 	char *cmd, *out, *id = NULL;
 
 	ck_assert(asprintf(&cmd, "readelf -n '%s'", path) > 0);
-	out = run(cmd);
+	out = test_run_command(cmd);
 	free(cmd);
 	char *p = strstr(out, "Build ID: ");
 	if (p) {

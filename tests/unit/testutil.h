@@ -1,0 +1,8 @@
+/* Small helpers shared by the unit suites. */
+#ifndef PTFIL_TESTUTIL_H
+#define PTFIL_TESTUTIL_H
+
+/* The whole output of a shell command (it must succeed and print something); the caller frees it. */
+char *test_run_command(const char *cmd);
+
+#endif
