@@ -2,6 +2,7 @@
 #include "common/snap.h"
 #include "common/snap_syntax.h"
 #include "common/error.h"
+#include "common/hex.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -332,17 +333,6 @@ static int parse_str(struct reader *r, const char *t, int optional, char **out, 
 }
 
 /* ---- records ------------------------------------------------------------ */
-
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
 
 static int rec_string(struct reader *r)
 {

@@ -5,22 +5,12 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/hex.h"
 
 /* A cursor over one line; the text is not NUL-terminated, so every read is bounded by end. */
 struct maps_cur {
 	const char *p, *end;
 };
-
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
 
 /* At least one digit, no overflow: a silently wrapped address would put an entry in the wrong place. */
 static int parse_hex(struct maps_cur *c, uint64_t *out)

@@ -176,20 +176,10 @@ void loop_dispatch(struct tracer *T, pid_t tid, int status)
 /* True when signal sig is pending for process pid (queued, not yet delivered). */
 static int is_pending(pid_t pid, int sig)
 {
-	char path[64], line[256];
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return 0;
-	int pending = 0;
-	while (fgets(line, sizeof(line), f)) {
-		unsigned long long mask;
-		if ((sscanf(line, "SigPnd: %llx", &mask) == 1 || sscanf(line, "ShdPnd: %llx", &mask) == 1) &&
-		    (mask >> (sig - 1) & 1))
-			pending = 1;
-	}
-	fclose(f);
-	return pending;
+	static const char *const name[] = { "SigPnd", "ShdPnd" };
+	unsigned long long mask[2] = { 0, 0 };
+	resid_status(pid, name, mask, 2, 16);
+	return ((mask[0] | mask[1]) >> (sig - 1)) & 1;
 }
 
 /*

@@ -58,22 +58,11 @@ static struct proc *proc_new(struct tracer *T, pid_t pid)
 /* The thread group and parent of tid: the kernel says, so the order of ptrace events does not matter. */
 static pid_t tgid_of(pid_t tid, pid_t *ppid)
 {
-	char path[64], line[128];
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)tid);
-	*ppid = 0;
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return tid;
-	pid_t tgid = tid;
-	while (fgets(line, sizeof(line), f)) {
-		int v;
-		if (sscanf(line, "Tgid: %d", &v) == 1)
-			tgid = v;
-		else if (sscanf(line, "PPid: %d", &v) == 1)
-			*ppid = v;
-	}
-	fclose(f);
-	return tgid;
+	static const char *const name[] = { "Tgid", "PPid" };
+	unsigned long long v[2] = { (unsigned long long)tid, 0 };
+	resid_status(tid, name, v, 2, 10);
+	*ppid = (pid_t)v[1];
+	return (pid_t)v[0];
 }
 
 struct tracee *tracer_add_thread(struct tracer *T, pid_t tid)

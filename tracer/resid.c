@@ -231,21 +231,30 @@ uint64_t resid_rss(struct resid *r)
 	return (uint64_t)res * (uint64_t)page_size;
 }
 
-uint64_t resid_vmhwm(pid_t pid)
+int resid_status(pid_t pid, const char *const *name, unsigned long long *val, int n, int base)
 {
 	char path[64], line[256];
 	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
 	FILE *f = fopen(path, "re");
 	if (!f)
-		return 0;
-	uint64_t kib = 0;
+		return -1;
 	while (fgets(line, sizeof(line), f)) {
-		unsigned long long v;
-		if (sscanf(line, "VmHWM: %llu kB", &v) == 1) {
-			kib = v;
-			break;
-		}
+		char *colon = strchr(line, ':');
+		if (!colon)
+			continue;
+		*colon = 0;
+		for (int i = 0; i < n; i++)
+			if (strcmp(line, name[i]) == 0)
+				val[i] = strtoull(colon + 1, NULL, base);
 	}
 	fclose(f);
-	return kib * 1024;
+	return 0;
+}
+
+uint64_t resid_vmhwm(pid_t pid)
+{
+	static const char *const name[] = { "VmHWM" };
+	unsigned long long kib = 0;
+	resid_status(pid, name, &kib, 1, 10);
+	return (uint64_t)kib * 1024;
 }
