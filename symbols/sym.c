@@ -578,7 +578,7 @@ struct sym_file *sym_cache_get(struct sym_cache *c, const char *path)
 	return s->f;
 }
 
-int sym_dynamic(const struct sym_file *f, const char *name, uint64_t *offset)
+static int dynamic(const struct sym_file *f, const char *name, int data, uint64_t *offset)
 {
 	Elf_Scn *scn = find_section(f->elf, SHT_DYNSYM);
 	GElf_Shdr sh;
@@ -592,7 +592,7 @@ int sym_dynamic(const struct sym_file *f, const char *name, uint64_t *offset)
 		if (!gelf_getsym(d, (int)i, &s) || s.st_shndx == SHN_UNDEF || s.st_value == 0)
 			continue;
 		unsigned type = GELF_ST_TYPE(s.st_info);
-		if (type != STT_FUNC && type != STT_GNU_IFUNC)
+		if (data ? type != STT_OBJECT : type != STT_FUNC && type != STT_GNU_IFUNC)
 			continue;
 		const char *n = elf_strptr(f->elf, sh.sh_link, s.st_name);
 		if (n && strcmp(n, name) == 0) {
@@ -601,6 +601,16 @@ int sym_dynamic(const struct sym_file *f, const char *name, uint64_t *offset)
 		}
 	}
 	return -1;
+}
+
+int sym_dynamic(const struct sym_file *f, const char *name, uint64_t *offset)
+{
+	return dynamic(f, name, 0, offset);
+}
+
+int sym_dynamic_data(const struct sym_file *f, const char *name, uint64_t *offset)
+{
+	return dynamic(f, name, 1, offset);
 }
 
 int sym_entry(const struct sym_file *f, uint64_t *offset)

@@ -49,6 +49,8 @@ int sym_eh_frame_hdr(const struct sym_file *f, uint64_t *offset, uint64_t *size)
  * object does not define it.
  */
 int sym_dynamic(const struct sym_file *f, const char *name, uint64_t *offset);
+/* The same for an exported data object (a variable). */
+int sym_dynamic_data(const struct sym_file *f, const char *name, uint64_t *offset);
 
 /* The module offset of the object's entry point. Returns 0, or -1 when it has none. */
 int sym_entry(const struct sym_file *f, uint64_t *offset);

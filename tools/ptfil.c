@@ -14,15 +14,26 @@ static void usage(FILE *f)
 {
 	fprintf(f,
 		"Usage: ptfil launch [OPTIONS] -- PROGRAM [ARGS...]\n"
+		"       ptfil attach [OPTIONS] PID\n"
 		"       ptfil --help | --version\n"
 		"\n"
 		"Profile the peak memory of PROGRAM from the outside (ptrace), charging\n"
 		"memory by what is resident, not by what is reserved, and write a snapshot\n"
 		"of the peak that ptfil-view reads.\n"
 		"\n"
-		"Options for launch:\n"
-		"  -o, --output FILE     write the snapshot to FILE\n"
-		"                        (default: ptfil-PROGRAM-PID.gz in the current directory)\n"
+		"launch runs PROGRAM under ptfil from its first instruction. attach profiles\n"
+		"the running process PID until Ctrl-C (SIGINT), SIGTERM, SIGHUP, --duration\n"
+		"or its exit, then removes every breakpoint and detaches: PID runs on as if\n"
+		"ptfil had never been there.\n"
+		"\n"
+		"Options:\n"
+		"  -o, --output FILE     write the snapshot to FILE (default: ptfil-NAME-PID.gz\n"
+		"                        in the current directory). It is rewritten at new peaks,\n"
+		"                        at most once a second, so it survives kill -9 of ptfil.\n"
+		"  -f, --follow-forks    profile every process the program starts, each to its\n"
+		"                        own snapshot FILE-without-.gz.CHILDPID.gz; without it,\n"
+		"                        children run unprofiled\n"
+		"  -d, --duration SECONDS  attach: detach after SECONDS\n"
 		"  -i, --interval MS     poll residency every MS milliseconds for the timeline\n"
 		"                        (default %d; 0 turns the poll off)\n"
 		"  -l, --large-block BYTES  charge heap blocks of BYTES or more by their resident\n"
@@ -31,9 +42,15 @@ static void usage(FILE *f)
 		"  -h, --help            show this help\n"
 		"  -V, --version         show the version\n"
 		"\n"
-		"ptfil exits with PROGRAM's exit status, or 128+N when it was killed by\n"
-		"signal N; 127 when PROGRAM cannot be found, 126 when it cannot be run,\n"
-		"2 for a usage error, 1 when ptfil itself failed (no snapshot).\n",
+		"kill -USR1 of ptfil writes what is live now to FILE-without-.gz.live-N.gz.\n"
+		"\n"
+		"launch exits with PROGRAM's exit status, or 128+N when it was killed by\n"
+		"signal N; 127 when PROGRAM cannot be found, 126 when it cannot be run.\n"
+		"attach exits with 0 once detached (or PID exited) and the snapshot written;\n"
+		"3 when PID does not exist or is a zombie, 4 when ptfil may not trace it\n"
+		"(another user, kernel.yama.ptrace_scope, no CAP_SYS_PTRACE), 5 when it is\n"
+		"already traced (a debugger). Both: 2 for a usage error, 1 when ptfil\n"
+		"itself failed.\n",
 		DEFAULT_INTERVAL_MS);
 }
 
@@ -61,13 +78,36 @@ static unsigned long long parse_bytes(const char *s)
 	return v * mult;
 }
 
-static int cmd_launch(int argc, char **argv)
+static double parse_seconds(const char *s)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	if (!*s || *end || errno || !(v > 0) || v > 1e7)
+		die_status(2, "invalid --duration '%s' (seconds, more than 0)", s);
+	return v;
+}
+
+static int parse_pid(const char *s)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (!*s || *end || errno || v <= 0 || v > 0x3fffffff)
+		die_status(2, "'%s' is not a process id (ptfil attach PID)", s);
+	return (int)v;
+}
+
+/* launch and attach take the same options; --duration is attach's alone. */
+static int cmd_run(int argc, char **argv, int attach)
 {
 	static const struct option longopts[] = {
 		{ "output", required_argument, NULL, 'o' },
 		{ "interval", required_argument, NULL, 'i' },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "large-block", required_argument, NULL, 'l' },
+		{ "follow-forks", no_argument, NULL, 'f' },
+		{ "duration", required_argument, NULL, 'd' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -77,16 +117,32 @@ static int cmd_launch(int argc, char **argv)
 	o.interval_ms = DEFAULT_INTERVAL_MS;
 	int c;
 	/* '+': stop at the program's name, so its own options stay its own. */
-	while ((c = getopt_long(argc, argv, "+o:i:l:qhV", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+o:i:l:fd:qhV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'o': o.output = optarg; break;
 		case 'i': o.interval_ms = parse_ms(optarg); break;
 		case 'q': o.quiet = 1; break;
 		case 'l': o.large_block = parse_bytes(optarg); break;
+		case 'f': o.follow_forks = 1; break;
+		case 'd':
+			if (!attach) {
+				error("--duration is for attach; a launched program runs to its end");
+				return 2;
+			}
+			o.duration = parse_seconds(optarg);
+			break;
 		case 'h': usage(stdout); return 0;
 		case 'V': printf("ptfil %s\n", PTFIL_VERSION); return 0;
 		default: usage(stderr); return 2;
 		}
+	}
+	if (attach) {
+		if (optind != argc - 1) {
+			error("attach needs one process id: ptfil attach [OPTIONS] PID");
+			return 2;
+		}
+		o.attach_pid = parse_pid(argv[optind]);
+		return tracer_attach(&o);
 	}
 	if (optind >= argc) {
 		error("launch needs a program to run: ptfil launch [OPTIONS] -- PROGRAM [ARGS...]");
@@ -113,12 +169,8 @@ int main(int argc, char **argv)
 		printf("ptfil %s\n", PTFIL_VERSION);
 		return 0;
 	}
-	if (!strcmp(cmd, "launch"))
-		return cmd_launch(argc - 1, argv + 1);
-	if (!strcmp(cmd, "attach")) {
-		error("attach is not available in this version; use: ptfil launch -- PROGRAM");
-		return 2;
-	}
+	if (!strcmp(cmd, "launch") || !strcmp(cmd, "attach"))
+		return cmd_run(argc - 1, argv + 1, !strcmp(cmd, "attach"));
 	error("unknown command '%s' (try: ptfil --help)", cmd);
 	return 2;
 }

@@ -7,7 +7,9 @@
 #include <errno.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/ptrace.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/user.h>
 #include <unistd.h>
@@ -136,6 +138,36 @@ static void before_free(struct tracer *T, struct proc *p, uint64_t ptr)
 		sysc_before_small_release(T, p);
 }
 
+/*
+ * Points the return address of the call now entering b at the trampoline, so
+ * that its return stops, notes the call, and runs the displaced instruction.
+ */
+static void hijack_and_go(struct tracer *T, struct tracee *t, const struct hook_bp *b,
+			  struct user_regs_struct *regs, uint32_t stack)
+{
+	struct proc *p = t->p;
+	uint64_t ret;
+	/* The return address is in the stack copy the unwinder just took. */
+	if (!p->hooks.trampoline_armed || (unwind_copied_word(&T->unw, regs->rsp, &ret) &&
+					   mem_read(&t->tid, regs->rsp, &ret, 8))) {
+		/* No way to see the return: the call goes uncounted, the program unharmed. */
+		emulate_and_go(t, b, regs, NULL);
+		return;
+	}
+	struct held h = { .tid = t->tid, .n = 1, .addr = { regs->rsp }, .val = { p->hooks.trampoline }, .len = { 8 } };
+	t->in_alloc = 1;
+	t->call.fn = b->fn;
+	t->call.args[0] = regs->rdi;
+	t->call.args[1] = regs->rsi;
+	t->call.args[2] = regs->rdx;
+	t->call.stack = stack;
+	t->call.ret = ret;
+	t->call.rsp = regs->rsp;
+	emulate_and_go(t, b, regs, &h);
+}
+
+static void on_wrapper(struct tracer *T, struct tracee *t, const struct hook_bp *b, struct user_regs_struct *regs);
+
 static void on_entry(struct tracer *T, struct tracee *t, const struct hook_bp *b, struct user_regs_struct *regs)
 {
 	struct proc *p = t->p;
@@ -149,7 +181,11 @@ static void on_entry(struct tracer *T, struct tracee *t, const struct hook_bp *b
 		emulate_and_go(t, b, regs, NULL);
 		return;
 	}
-	uint64_t a0 = regs->rdi, a1 = regs->rsi, a2 = regs->rdx;
+	if (HOOK_IS_WRAPPER(b->fn)) {
+		on_wrapper(T, t, b, regs);
+		return;
+	}
+	uint64_t a0 = regs->rdi;
 	if (b->fn == HOOK_FREE) {
 		/* One stop: the block goes now (its memory is still there to measure). */
 		if (a0) {
@@ -162,25 +198,55 @@ static void on_entry(struct tracer *T, struct tracee *t, const struct hook_bp *b
 	if ((b->fn == HOOK_REALLOC || b->fn == HOOK_REALLOCARRAY) && a0)
 		before_free(T, p, a0);
 	regs->rip = b->addr;
-	uint32_t stack = capture_stack(T, t, regs);
-	uint64_t ret;
-	/* The return address is in the stack copy the unwinder just took. */
-	if (!p->hooks.trampoline_armed || (unwind_copied_word(&T->unw, regs->rsp, &ret) &&
-					   mem_read(&t->tid, regs->rsp, &ret, 8))) {
-		/* No way to see the return: the call goes uncounted, the program unharmed. */
+	hijack_and_go(T, t, b, regs, capture_stack(T, t, regs));
+}
+
+/* The syscall each wrapper makes. */
+static long wrapper_nr(enum hook_fn fn)
+{
+	switch (fn) {
+	case HOOK_MMAP: return SYS_mmap;
+	case HOOK_MUNMAP: return SYS_munmap;
+	case HOOK_MREMAP: return SYS_mremap;
+	case HOOK_MADVISE: return SYS_madvise;
+	default: return SYS_brk;
+	}
+}
+
+/* libc's idea of the break, which is the kernel's after any brk call. 0 when unknown. */
+static uint64_t read_curbrk(struct tracee *t)
+{
+	uint64_t cur = 0;
+	if (!t->p->hooks.curbrk || mem_read(&t->tid, t->p->hooks.curbrk, &cur, 8))
+		return 0;
+	return cur;
+}
+
+/* A mapping call's libc wrapper (attach mode): what a seccomp stop and a syscall exit do in launch mode. */
+static void on_wrapper(struct tracer *T, struct tracee *t, const struct hook_bp *b, struct user_regs_struct *regs)
+{
+	struct proc *p = t->p;
+	/* The C calling convention: the fourth argument is in rcx, not r10 as for the syscall. */
+	uint64_t a[6] = { regs->rdi, regs->rsi, regs->rdx, regs->rcx, regs->r8, regs->r9 };
+	if (b->fn == HOOK_BRK) {
+		uint64_t cur = read_curbrk(t);
+		if (!cur) {
+			emulate_and_go(t, b, regs, NULL);
+			return;
+		}
+		long ps = sysconf(_SC_PAGESIZE);
+		p->brk_cur = (cur + (uint64_t)ps - 1) & ~((uint64_t)ps - 1);
+	}
+	t->sc_stack = STACKS_FAILED;
+	if (!sysc_begin(T, t, wrapper_nr(b->fn), a)) {
 		emulate_and_go(t, b, regs, NULL);
 		return;
 	}
-	struct held h = { .tid = t->tid, .n = 1, .addr = { regs->rsp }, .val = { p->hooks.trampoline }, .len = { 8 } };
-	t->in_alloc = 1;
-	t->call.fn = b->fn;
-	t->call.args[0] = a0;
-	t->call.args[1] = a1;
-	t->call.args[2] = a2;
-	t->call.stack = stack;
-	t->call.ret = ret;
-	t->call.rsp = regs->rsp;
-	emulate_and_go(t, b, regs, &h);
+	regs->rip = b->addr;
+	uint32_t stack = STACKS_FAILED;
+	if ((b->fn == HOOK_MMAP && (a[3] & MAP_ANONYMOUS)) || b->fn == HOOK_MREMAP || b->fn == HOOK_BRK)
+		stack = t->sc_stack = capture_stack(T, t, regs);
+	hijack_and_go(T, t, b, regs, stack);
 }
 
 static void record(struct tracer *T, struct proc *p, struct tracee *t, uint64_t result)
@@ -220,18 +286,34 @@ static void record(struct tracer *T, struct proc *p, struct tracee *t, uint64_t 
 	(void)T;
 }
 
+/* The hooked call returned to the trampoline (regs as there): notes its result and sends it where it was going. */
+static void finish_call(struct tracer *T, struct tracee *t, struct user_regs_struct *regs)
+{
+	t->in_alloc = 0;
+	if (HOOK_IS_WRAPPER(t->call.fn)) {
+		/* brk's wrapper returns 0 or -1; the break it reached is in __curbrk. */
+		uint64_t ret = regs->rax;
+		if (t->call.fn == HOOK_BRK) {
+			uint64_t cur = read_curbrk(t);
+			ret = cur ? cur : (uint64_t)-ENOMEM;
+		}
+		sysc_end(T, t, ret, regs);
+		t->sc_stack = STACKS_FAILED;
+	} else {
+		record(T, t->p, t, regs->rax);
+	}
+	regs->rip = t->call.ret;
+}
+
 static void on_return(struct tracer *T, struct tracee *t, struct user_regs_struct *regs)
 {
-	struct proc *p = t->p;
 	if (!t->in_alloc) {
 		/* Only a hijacked return comes here; without one the program would fault. */
 		error("thread %d reached ptfil's return trampoline with no call in progress", (int)t->tid);
 		ptrace(PTRACE_CONT, t->tid, 0, (void *)(long)SIGTRAP);
 		return;
 	}
-	t->in_alloc = 0;
-	record(T, p, t, regs->rax);
-	regs->rip = t->call.ret;
+	finish_call(T, t, regs);
 	if (ptrace(PTRACE_SETREGS, t->tid, 0, regs) && errno != ESRCH)
 		error_errno("cannot set the registers of thread %d", (int)t->tid);
 	if (ptrace(PTRACE_CONT, t->tid, 0, 0) && errno != ESRCH)
@@ -275,5 +357,25 @@ int calls_trap(struct tracer *T, struct tracee *t)
 		T->stops[STOP_BP_ENTRY]++;
 		on_entry(T, t, b, &regs);
 	}
+	return 1;
+}
+
+int calls_park_trap(struct tracer *T, struct tracee *t)
+{
+	struct user_regs_struct regs;
+	if (ptrace(PTRACE_GETREGS, t->tid, 0, &regs))
+		return 0;
+	uint64_t at = regs.rip - 1;
+	struct hooks *h = &t->p->hooks;
+	if (h->trampoline_armed && at == h->trampoline && t->in_alloc) {
+		finish_call(T, t, &regs);
+	} else if (hooks_find(h, at)) {
+		/* The original instruction goes back in: the thread runs it as if never stopped. */
+		regs.rip = at;
+	} else {
+		return 0;
+	}
+	if (ptrace(PTRACE_SETREGS, t->tid, 0, &regs) && errno != ESRCH)
+		error_errno("cannot set the registers of thread %d", (int)t->tid);
 	return 1;
 }

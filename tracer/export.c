@@ -57,25 +57,31 @@ static int counter(struct snap *s, size_t *k, const char *name, uint64_t v)
 	return s->counters[(*k)++].name ? 0 : -1;
 }
 
-static int build(struct tracer *T, struct snap *s)
+static int build(struct tracer *T, struct proc *p, int live, struct snap *s)
 {
-	struct proc *p = tracer_proc(T, T->main_pid);
 	s->version = SNAP_FORMAT_VERSION;
 	s->ptfil_version = strdup(PTFIL_VERSION);
-	s->mode = strdup("launch");
-	for (char **a = T->opts.argv; *a; a++)
+	s->mode = strdup(T->attach ? "attach" : "launch");
+	char *none[] = { NULL };
+	char **argv = p->argv ? p->argv : p->pid == T->main_pid && T->opts.argv ? T->opts.argv : none;
+	for (char **a = argv; *a; a++)
 		s->argc++;
 	s->argv = calloc(s->argc + 1, sizeof(*s->argv));
 	if (!s->ptfil_version || !s->mode || !s->argv)
 		return -1;
 	for (size_t i = 0; i < s->argc; i++)
-		if (!(s->argv[i] = strdup(T->opts.argv[i])))
+		if (!(s->argv[i] = strdup(argv[i])))
 			return -1;
-	s->pid = T->main_pid;
+	s->pid = p->pid;
 	s->start_time = T->start_time;
-	s->duration = T->end_time ? T->end_time : tracer_now(T);
-	s->exit_status = T->main_status;
-	s->vmhwm = T->vmhwm;
+	s->duration = p->end_time ? p->end_time : tracer_now(T);
+	s->exit_status = p->status;
+	if (p->nthreads) {
+		uint64_t hwm = resid_vmhwm(p->pid);
+		if (hwm > p->vmhwm)
+			p->vmhwm = hwm;
+	}
+	s->vmhwm = p->vmhwm;
 	s->page_size = (uint64_t)sysconf(_SC_PAGESIZE);
 
 	s->modules = calloc(T->reg.n ? T->reg.n : 1, sizeof(*s->modules));
@@ -117,24 +123,33 @@ static int build(struct tracer *T, struct snap *s)
 		s->nodes[i].parent = T->stacks.nodes[i].parent;
 		s->nodes[i].frame = T->stacks.nodes[i].frame;
 	}
-	if (p) {
-		const struct ledger *l = &p->ledger;
+	const struct ledger *l = &p->ledger;
+	if (live) {
+		/* What is live now stands in for the peak: a snapshot of the present, for leak hunting. */
+		s->peak.time = tracer_now(T);
+		s->peak.charged = l->charged;
+		s->peak.reserved = l->reserved;
+		s->peak.rss = p->nthreads ? resid_rss(&p->resid) : 0;
+		if (fill_stacks(l, l->by_stack, l->n_stacks, &s->stacks, &s->n_stacks))
+			return -1;
+	} else {
 		s->peak.time = l->peak.time;
 		s->peak.charged = l->peak.charged;
 		s->peak.reserved = l->peak.reserved;
 		s->peak.rss = l->peak.rss;
-		if (fill_stacks(l, l->at_peak, l->n_at_peak, &s->stacks, &s->n_stacks) ||
-		    fill_stacks(l, l->by_stack, l->n_stacks, &s->live, &s->n_live))
+		if (fill_stacks(l, l->at_peak, l->n_at_peak, &s->stacks, &s->n_stacks))
 			return -1;
 	}
-	s->samples = calloc(T->n_samples ? T->n_samples : 1, sizeof(*s->samples));
+	if (fill_stacks(l, l->by_stack, l->n_stacks, &s->live, &s->n_live))
+		return -1;
+	s->samples = calloc(p->n_samples ? p->n_samples : 1, sizeof(*s->samples));
 	if (!s->samples)
 		return -1;
-	s->n_samples = T->n_samples;
-	for (size_t i = 0; i < T->n_samples; i++) {
-		s->samples[i].time = T->samples[i].time;
-		s->samples[i].charged = T->samples[i].charged;
-		s->samples[i].rss = T->samples[i].rss;
+	s->n_samples = p->n_samples;
+	for (size_t i = 0; i < p->n_samples; i++) {
+		s->samples[i].time = p->samples[i].time;
+		s->samples[i].charged = p->samples[i].charged;
+		s->samples[i].rss = p->samples[i].rss;
 	}
 	s->counters = calloc(STOP__COUNT + 16, sizeof(*s->counters)); /* stops, then the named counters below */
 	if (!s->counters)
@@ -151,21 +166,21 @@ static int build(struct tracer *T, struct snap *s)
 	    counter(s, &k, "unwind.stack_copies", T->unw.stack_copies) ||
 	    counter(s, &k, "unwind.memo_hits", T->unw.memo_hits) ||
 	    counter(s, &k, "residency.refreshes", T->refreshes) ||
-	    counter(s, &k, "residency.measures", p ? p->ledger.measures : 0) ||
-	    counter(s, &k, "heap.allocs", p ? p->heap.allocs : 0) ||
-	    counter(s, &k, "heap.frees", p ? p->heap.frees + p->heap.unknown_frees : 0) ||
-	    counter(s, &k, "heap.unknown_frees", p ? p->heap.unknown_frees : 0) ||
+	    counter(s, &k, "residency.measures", p->ledger.measures) ||
+	    counter(s, &k, "heap.allocs", p->heap.allocs) ||
+	    counter(s, &k, "heap.frees", p->heap.frees + p->heap.unknown_frees) ||
+	    counter(s, &k, "heap.unknown_frees", p->heap.unknown_frees) ||
 	    counter(s, &k, "heap.nested", T->nested_calls))
 		return -1;
 	s->n_counters = k;
 	return 0;
 }
 
-int tracer_write_snapshot(struct tracer *T, const char *path)
+int tracer_write_snapshot(struct tracer *T, struct proc *p, int live, const char *path)
 {
 	struct snap s;
 	snap_init(&s);
-	int rc = build(T, &s);
+	int rc = build(T, p, live, &s);
 	if (rc)
 		error("out of memory building the snapshot");
 	else

@@ -17,6 +17,8 @@ const char *const hook_names[HOOK__COUNT] = {
 	[HOOK_POSIX_MEMALIGN] = "posix_memalign", [HOOK_ALIGNED_ALLOC] = "aligned_alloc",
 	[HOOK_MEMALIGN] = "memalign", [HOOK_VALLOC] = "valloc", [HOOK_PVALLOC] = "pvalloc",
 	[HOOK_DL_DEBUG] = "_dl_debug_state",
+	[HOOK_MMAP] = "mmap", [HOOK_MUNMAP] = "munmap", [HOOK_MREMAP] = "mremap",
+	[HOOK_MADVISE] = "madvise", [HOOK_BRK] = "brk",
 };
 
 void hooks_init(struct hooks *h)
@@ -35,8 +37,10 @@ void hooks_fin(struct hooks *h)
 
 static void forget_all(struct hooks *h)
 {
+	int wrappers = h->wrappers;
 	hooks_fin(h);
 	hooks_init(h);
+	h->wrappers = wrappers;
 }
 
 int hooks_copy(struct hooks *dst, const struct hooks *src)
@@ -44,6 +48,9 @@ int hooks_copy(struct hooks *dst, const struct hooks *src)
 	forget_all(dst);
 	dst->trampoline = src->trampoline;
 	dst->trampoline_armed = src->trampoline_armed;
+	dst->trampoline_orig = src->trampoline_orig;
+	dst->wrappers = src->wrappers;
+	dst->curbrk = src->curbrk;
 	for (size_t i = 0; i < src->n; i++) {
 		if (dst->n == dst->cap) {
 			size_t cap = dst->cap ? dst->cap * 2 : 32;
@@ -67,8 +74,12 @@ const struct hook_bp *hooks_find(const struct hooks *h, uint64_t addr)
 	return i == U64MAP_NONE || h->v[i].addr != addr ? NULL : &h->v[i];
 }
 
-/* Writes an int3 over the byte at addr. Returns 0, or -1 after error(): a hook that did not go in matters. */
-static int write_int3(pid_t tid, uint64_t addr)
+/*
+ * Writes byte over the byte at addr (an int3, or the original back), keeping
+ * the old one in *old when old is not NULL. Returns 0, or -1 after error():
+ * a hook that did not go in (or out) matters.
+ */
+static int write_byte(pid_t tid, uint64_t addr, uint8_t byte, uint8_t *old)
 {
 	uint64_t word_addr = addr & ~7ULL;
 	errno = 0;
@@ -76,7 +87,9 @@ static int write_int3(pid_t tid, uint64_t addr)
 	if (errno)
 		return error_errno("cannot read the code at %#llx in thread %d", (unsigned long long)addr, (int)tid);
 	unsigned shift = (unsigned)(addr - word_addr) * 8;
-	word = (long)(((unsigned long)word & ~(0xffUL << shift)) | (0xccUL << shift));
+	if (old)
+		*old = (uint8_t)((unsigned long)word >> shift);
+	word = (long)(((unsigned long)word & ~(0xffUL << shift)) | ((unsigned long)byte << shift));
 	if (ptrace(PTRACE_POKETEXT, tid, (void *)(uintptr_t)word_addr, (void *)word))
 		return error_errno("cannot write a breakpoint at %#llx in thread %d", (unsigned long long)addr, (int)tid);
 	return 0;
@@ -106,9 +119,9 @@ static int add_bp(struct hooks *h, pid_t tid, uint64_t addr, uint32_t gid, enum 
 		h->v = v;
 		h->cap = cap;
 	}
-	if (write_int3(tid, addr))
-		return -1;
 	struct hook_bp *b = &h->v[h->n];
+	if (write_byte(tid, addr, 0xcc, &b->orig))
+		return -1;
 	b->addr = addr;
 	b->gid = gid;
 	b->fn = fn;
@@ -189,16 +202,34 @@ int hooks_scan(struct hooks *h, pid_t tid, const struct modmap *mm, struct modre
 			return error("out of memory");
 		if (!e->sym)
 			continue;
-		for (int fn = 0; fn < HOOK_DL_DEBUG; fn++) {
+		for (int fn = 0; fn < HOOK__COUNT; fn++) {
 			uint64_t off;
+			if (fn == HOOK_DL_DEBUG || (HOOK_IS_WRAPPER(fn) && !h->wrappers))
+				continue;
 			if (sym_dynamic(e->sym, hook_names[fn], &off) == 0 && add_bp(h, tid, e->base + off, gid, fn, e->path))
 				rc = -1;
 		}
+		/* The break brk moves, which the brk wrapper does not take as an argument. */
+		uint64_t off;
+		if (h->wrappers && !h->curbrk && sym_dynamic_data(e->sym, "__curbrk", &off) == 0)
+			h->curbrk = e->base + off;
 	}
 	if (h->trampoline && !h->trampoline_armed) {
-		if (write_int3(tid, h->trampoline))
+		if (write_byte(tid, h->trampoline, 0xcc, &h->trampoline_orig))
 			return -1;
 		h->trampoline_armed = 1;
 	}
+	return rc;
+}
+
+int hooks_remove(struct hooks *h, pid_t tid)
+{
+	int rc = 0;
+	for (size_t i = 0; i < h->n; i++)
+		if (write_byte(tid, h->v[i].addr, h->v[i].orig, NULL))
+			rc = -1;
+	if (h->trampoline_armed && write_byte(tid, h->trampoline, h->trampoline_orig, NULL))
+		rc = -1;
+	forget_all(h);
 	return rc;
 }

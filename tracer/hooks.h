@@ -17,13 +17,19 @@
 enum hook_fn {
 	HOOK_MALLOC, HOOK_CALLOC, HOOK_REALLOC, HOOK_REALLOCARRAY, HOOK_FREE,
 	HOOK_POSIX_MEMALIGN, HOOK_ALIGNED_ALLOC, HOOK_MEMALIGN, HOOK_VALLOC, HOOK_PVALLOC,
-	HOOK_DL_DEBUG, HOOK__COUNT
+	HOOK_DL_DEBUG,
+	/* The libc wrappers of the mapping calls, hooked only where no seccomp filter reports them (attach). */
+	HOOK_MMAP, HOOK_MUNMAP, HOOK_MREMAP, HOOK_MADVISE, HOOK_BRK,
+	HOOK__COUNT
 };
+
+#define HOOK_IS_WRAPPER(fn) ((fn) >= HOOK_MMAP)
 
 struct hook_bp {
 	uint64_t addr;
 	uint32_t gid;          /* the module it lies in */
 	enum hook_fn fn;
+	uint8_t orig;          /* the byte the int3 replaced */
 	struct emu_insn insn;  /* the instruction the int3 displaced */
 };
 
@@ -32,6 +38,9 @@ struct hooks {
 	struct u64map by_addr;         /* addr -> index in v */
 	uint64_t trampoline;           /* 0 until known */
 	int trampoline_armed;
+	uint8_t trampoline_orig;
+	int wrappers;                  /* also hook the mapping calls' wrappers */
+	uint64_t curbrk;               /* address of libc's __curbrk when wrappers are hooked, else 0 */
 	uint32_t *scanned; size_t n_scanned, cap_scanned;  /* module ids already looked at */
 	uint64_t unhookable;           /* functions found but not hooked (first instruction unknown) */
 };
@@ -57,6 +66,13 @@ int hooks_exec(struct hooks *h, pid_t tid, const struct modmap *mm, struct modre
  * breakpoints of modules no longer mapped. Returns 0 or -1 after error().
  */
 int hooks_scan(struct hooks *h, pid_t tid, const struct modmap *mm, struct modreg *reg);
+
+/*
+ * Puts back the original bytes of every breakpoint and the trampoline, with
+ * thread tid (of this process, stopped) doing the writes, and forgets them.
+ * Returns 0, or -1 after error() when some could not be restored.
+ */
+int hooks_remove(struct hooks *h, pid_t tid);
 
 /* The breakpoint at addr, or NULL. */
 const struct hook_bp *hooks_find(const struct hooks *h, uint64_t addr);

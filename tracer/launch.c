@@ -66,64 +66,6 @@ static struct sock_filter filter[] = {
 
 static pid_t child_pid;
 
-/* The signals ptfil catches while it traces, and what they were before, for the child. */
-static const int caught[] = { SIGINT, SIGQUIT, SIGTERM, SIGHUP };
-static struct sigaction saved[4];
-
-static void on_signal(int sig, siginfo_t *si, void *uc)
-{
-	(void)uc;
-	/*
-	 * From the terminal (SI_KERNEL) the program got the signal too. Sent to ptfil
-	 * alone, by kill, it is passed on: the program decides, ptfil follows it out.
-	 */
-	if (si->si_code != SI_KERNEL && sig < 65) {
-		loop_forward_from[sig] = si->si_pid;
-		loop_forward[sig] = 1;
-		loop_forward_any = 1;
-	}
-}
-
-static void on_alarm(int sig)
-{
-	(void)sig;
-	loop_tick = 1;
-}
-
-static void install_handlers(void)
-{
-	struct sigaction sa;
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_sigaction = on_signal;
-	sa.sa_flags = SA_SIGINFO; /* no SA_RESTART: waitpid returns to the loop */
-	sigemptyset(&sa.sa_mask);
-	for (size_t i = 0; i < 4; i++)
-		sigaction(caught[i], &sa, &saved[i]);
-}
-
-static void start_timer(unsigned interval_ms)
-{
-	if (interval_ms) {
-		struct sigaction al;
-		memset(&al, 0, sizeof(al));
-		al.sa_handler = on_alarm;
-		sigemptyset(&al.sa_mask);
-		sigaction(SIGALRM, &al, NULL);
-		struct itimerval it;
-		it.it_interval.tv_sec = interval_ms / 1000;
-		it.it_interval.tv_usec = (interval_ms % 1000) * 1000;
-		it.it_value = it.it_interval;
-		setitimer(ITIMER_REAL, &it, NULL);
-	}
-}
-
-static void stop_timer(void)
-{
-	struct itimerval it;
-	memset(&it, 0, sizeof(it));
-	setitimer(ITIMER_REAL, &it, NULL);
-}
-
 static int install_filter(void)
 {
 	struct sock_fprog prog = { .len = sizeof(filter) / sizeof(filter[0]), .filter = filter };
@@ -139,8 +81,7 @@ static int install_filter(void)
 /* In the child: wait to be seized, install the filter, become the program. Never returns. */
 static void child_exec(char **argv, int report_fd, const sigset_t *mask)
 {
-	for (size_t i = 0; i < 4; i++)
-		sigaction(caught[i], &saved[i], NULL);
+	run_restore_handlers();
 	sigprocmask(SIG_SETMASK, mask, NULL);
 	raise(SIGSTOP);
 	int msg[2] = { 0, 0 }; /* errno, and 1 when the filter failed */
@@ -175,69 +116,24 @@ static void kill_child(void)
 		kill(child_pid, SIGKILL);
 }
 
-static int tracer_init(struct tracer *T, const struct tracer_opts *o)
-{
-	memset(T, 0, sizeof(*T));
-	T->opts = *o;
-	T->main_status = -1;
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	T->t0 = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	T->start_time = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-	if (stacks_init(&T->stacks) || modreg_init(&T->reg) || unwind_init(&T->unw))
-		return error("cannot initialize the tracer");
-	return 0;
-}
-
-static void tracer_fin(struct tracer *T)
-{
-	while (T->procs) {
-		struct proc *p = T->procs;
-		T->procs = p->next;
-		proc_fin(p);
-	}
-	for (size_t h = 0; h < TRACER_HASH; h++)
-		while (T->threads[h]) {
-			struct tracee *t = T->threads[h];
-			T->threads[h] = t->hnext;
-			free(t);
-		}
-	unwind_fin(&T->unw);
-	modreg_fin(&T->reg);
-	stacks_fin(&T->stacks);
-}
-
-static void print_summary(struct tracer *T, const char *path)
-{
-	struct proc *p = tracer_proc(T, T->main_pid);
-	if (!p)
-		return;
-	const struct ledger_peak *pk = &p->ledger.peak;
-	fprintf(stderr, "%s: peak %.1f MiB resident (%.1f MiB reserved) at %.2f s; process peak RSS %.1f MiB\n",
-		error_progname(), (double)pk->charged / 1048576.0, (double)pk->reserved / 1048576.0, pk->time,
-		(double)T->vmhwm / 1048576.0);
-	fprintf(stderr, "%s: snapshot written to %s; read it with: ptfil-view %s\n", error_progname(), path, path);
-}
-
 int tracer_launch(const struct tracer_opts *o)
 {
 	static struct tracer T;
-	if (tracer_init(&T, o)) {
-		tracer_fin(&T);
+	if (run_init(&T, o)) {
+		run_fin(&T);
 		return -1;
 	}
 	sigset_t mask;
 	sigprocmask(SIG_SETMASK, NULL, &mask);
 	int report[2];
 	if (pipe2(report, O_CLOEXEC)) {
-		tracer_fin(&T);
+		run_fin(&T);
 		return error_errno("cannot create a pipe");
 	}
-	install_handlers();
+	run_install_handlers(0);
 	pid_t pid = fork();
 	if (pid < 0) {
-		tracer_fin(&T);
+		run_fin(&T);
 		return error_errno("cannot fork");
 	}
 	if (pid == 0) {
@@ -253,7 +149,7 @@ int tracer_launch(const struct tracer_opts *o)
 	if (waitpid(pid, &status, WUNTRACED) != pid || !WIFSTOPPED(status)) {
 		close(report[0]);
 		kill_child();
-		tracer_fin(&T);
+		run_fin(&T);
 		return error("the child did not start");
 	}
 	long opts = PTRACE_O_TRACESYSGOOD | PTRACE_O_TRACESECCOMP | PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK |
@@ -263,23 +159,29 @@ int tracer_launch(const struct tracer_opts *o)
 		close(report[0]);
 		kill_child();
 		waitpid(pid, &status, 0);
-		tracer_fin(&T);
+		run_fin(&T);
 		errno = e;
 		return error_errno("cannot trace the child (ptrace PTRACE_SEIZE)%s",
 				   e == EPERM ? "; is ptrace allowed here? (see /proc/sys/kernel/yama/ptrace_scope, CAP_SYS_PTRACE)" : "");
 	}
 	if (!tracer_add_thread(&T, pid)) {
 		kill_child();
-		tracer_fin(&T);
+		run_fin(&T);
 		return -1;
 	}
-	start_timer(o->interval_ms);
+	char *def = NULL;
+	T.output = o->output ? o->output : (def = tracer_default_output(o->argv[0], pid));
+	if (!T.output) {
+		kill_child();
+		run_fin(&T);
+		return error("out of memory");
+	}
+	/* The timer also writes growing peaks to disk, so it runs even without the timeline poll. */
+	run_start_timer(o->interval_ms ? o->interval_ms : 250);
 	kill(pid, SIGCONT);
 
 	loop_run(&T);
-	stop_timer();
-	double end = T.end_time ? T.end_time : tracer_now(&T);
-	T.end_time = end;
+	run_stop_timer();
 
 	int msg[2];
 	ssize_t got = read(report[0], msg, sizeof(msg));
@@ -290,22 +192,20 @@ int tracer_launch(const struct tracer_opts *o)
 			error_errno("cannot install the seccomp filter in the child");
 		else
 			error_errno("cannot run %s", o->argv[0]);
-		tracer_fin(&T);
+		run_fin(&T);
+		free(def);
 		return T.main_status >= 0 ? T.main_status : 127;
 	}
 
 	int rc = T.main_status;
-	char *def = NULL;
-	const char *path = o->output;
-	if (!path)
-		path = def = tracer_default_output(o->argv[0], pid);
-	if (!path || tracer_write_snapshot(&T, path)) {
+	struct proc *p = tracer_proc(&T, pid);
+	if (!p || tracer_write_snapshot(&T, p, 0, T.output)) {
 		error("no snapshot written; the program exited with status %d", T.main_status);
 		rc = -1;
 	} else if (!o->quiet) {
-		print_summary(&T, path);
+		run_summary(p, T.output);
 	}
 	free(def);
-	tracer_fin(&T);
+	run_fin(&T);
 	return rc;
 }

@@ -65,6 +65,10 @@ static void remeasure(struct ledger *l, struct ledger_seg *s)
 {
 	uint64_t now = l->measure(l->measure_arg, s->start, s->end);
 	l->measures++;
+	if (now > s->cap)
+		now = s->cap;
+	if (s->cap != UINT64_MAX)
+		s->cap = now;
 	l->by_stack[s->stack].charged += now - s->charged;
 	l->charged += now - s->charged;
 	s->charged = now;
@@ -121,14 +125,14 @@ int ledger_remove(struct ledger *l, uint64_t start, uint64_t end)
 		l->n_segs--;
 		/* Keep the parts outside [start, end), measured anew. */
 		if (s.start < start) {
-			struct ledger_seg lo = { s.start, start, 0, s.stack };
+			struct ledger_seg lo = { s.start, start, 0, s.stack, s.cap };
 			if (insert_at(l, i, &lo))
 				return -1;
 			remeasure(l, &l->segs[i]);
 			i++;
 		}
 		if (s.end > end) {
-			struct ledger_seg hi = { end, s.end, 0, s.stack };
+			struct ledger_seg hi = { end, s.end, 0, s.stack, s.cap };
 			if (insert_at(l, i, &hi))
 				return -1;
 			remeasure(l, &l->segs[i]);
@@ -145,11 +149,20 @@ int ledger_add(struct ledger *l, uint64_t start, uint64_t end, uint32_t stack, c
 	if (ensure_stack(l, stack) || ledger_remove(l, start, end))
 		return -1;
 	l->kind[stack] = kind;
-	struct ledger_seg s = { start, end, 0, stack };
+	struct ledger_seg s = { start, end, 0, stack, UINT64_MAX };
 	size_t i = first_after(l, start);
 	if (insert_at(l, i, &s))
 		return -1;
 	remeasure(l, &l->segs[i]);
+	return 0;
+}
+
+int ledger_add_capped(struct ledger *l, uint64_t start, uint64_t end, uint32_t stack, char kind)
+{
+	if (ledger_add(l, start, end, stack, kind))
+		return -1;
+	size_t i = first_after(l, start);
+	l->segs[i].cap = l->segs[i].charged;
 	return 0;
 }
 

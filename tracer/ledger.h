@@ -18,6 +18,7 @@ struct ledger_seg {
 	uint64_t start, end;
 	uint64_t charged;   /* resident bytes when last measured */
 	uint32_t stack;
+	uint64_t cap;       /* the charge never rises above this; UINT64_MAX for none */
 };
 
 struct ledger_charge {
@@ -54,6 +55,12 @@ void ledger_fin(struct ledger *l);
  * Returns 0, or -1 when out of memory.
  */
 int ledger_add(struct ledger *l, uint64_t start, uint64_t end, uint32_t stack, char kind);
+/*
+ * As ledger_add, for memory that was there before ptfil saw it being made:
+ * charged at its residency now, and from then on only less (what goes), never
+ * more (pages that fault in later belong to the blocks made there since).
+ */
+int ledger_add_capped(struct ledger *l, uint64_t start, uint64_t end, uint32_t stack, char kind);
 /*
  * Charges bytes that no range measures (a small heap block, at its size) to
  * stack, with count live objects. Returns 0, or -1 when out of memory.

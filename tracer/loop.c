@@ -18,6 +18,8 @@ volatile sig_atomic_t loop_tick;
 volatile sig_atomic_t loop_forward[65];
 volatile sig_atomic_t loop_forward_from[65];
 volatile sig_atomic_t loop_forward_any;
+volatile sig_atomic_t loop_leave;
+volatile sig_atomic_t loop_dump;
 
 /* The last signal of each number delivered to the main process, and who sent it. */
 static struct {
@@ -36,11 +38,21 @@ static void restart(struct tracee *t, int request, int sig)
 
 static void on_exit_status(struct tracer *T, struct tracee *t, int status)
 {
-	if (t->tid == T->main_pid) {
-		T->main_status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-		T->end_time = tracer_now(T);
+	struct proc *p = t->p;
+	if (t->tid == p->pid) {
+		p->status = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+		p->end_time = tracer_now(T);
+		if (t->tid == T->main_pid)
+			T->main_status = p->status;
 	}
+	int last = p->nthreads == 1 && p->profiled && p->pid != T->main_pid;
 	tracer_remove_thread(T, t);
+	if (last) {
+		/* A followed child is done: its snapshot now, its tables freed. */
+		if (p->ready)
+			run_write(T, p, 0);
+		tracer_drop_proc(T, p);
+	}
 }
 
 /* PTRACE_EVENT_EXIT: the thread is leaving but the address space is intact. */
@@ -51,13 +63,14 @@ static void on_exit_event(struct tracer *T, struct tracee *t)
 		return;
 	sysc_before_release(T, p, 0, 0);
 	uint64_t hwm = resid_vmhwm(p->pid);
-	if (hwm > T->vmhwm)
-		T->vmhwm = hwm;
+	if (hwm > p->vmhwm)
+		p->vmhwm = hwm;
 	/* The last sample of the timeline is the state at exit. */
 	sysc_poll(T, p);
 }
 
-static void on_exec(struct tracer *T, struct tracee *t)
+/* Returns 1 when the thread was let go (it must not be restarted). */
+static int on_exec(struct tracer *T, struct tracee *t)
 {
 	unsigned long former = 0;
 	ptrace(PTRACE_GETEVENTMSG, t->tid, 0, &former);
@@ -69,13 +82,16 @@ static void on_exec(struct tracer *T, struct tracee *t)
 	}
 	struct proc *p = t->p;
 	t->in_alloc = 0;
-	if (!p->profiled) {
-		/* A new image has none of the old breakpoints. */
-		hooks_fin(&p->hooks);
-		hooks_init(&p->hooks);
-	}
+	/* A new image has none of the old breakpoints. */
+	int wrappers = p->hooks.wrappers;
+	hooks_fin(&p->hooks);
+	hooks_init(&p->hooks);
+	p->hooks.wrappers = wrappers;
+	if (procs_exec(T, t))
+		return 1;
 	if (p->profiled && sysc_exec(T, p))
 		warning("process %d: cannot read its memory after exec; its mappings are not charged", (int)p->pid);
+	return 0;
 }
 
 static int is_stop_signal(int sig)
@@ -100,6 +116,9 @@ void loop_dispatch(struct tracer *T, pid_t tid, int status)
 		return;
 	int sig = WSTOPSIG(status);
 	int event = status >> 16;
+	/* A new child's first stop: followed, or cleaned (and in attach mode let go). */
+	if (t->p->fresh && procs_first_stop(T, t, event == 0 && sig != SIGTRAP ? sig : 0))
+		return;
 
 	if (sig == (SIGTRAP | 0x80)) {
 		/* The exit of a mapping syscall we asked to see: record its result, run on. */
@@ -132,8 +151,8 @@ void loop_dispatch(struct tracer *T, pid_t tid, int status)
 		return;
 	case PTRACE_EVENT_EXEC:
 		T->stops[STOP_EXEC]++;
-		on_exec(T, t);
-		restart(t, PTRACE_CONT, 0);
+		if (!on_exec(T, t))
+			restart(t, PTRACE_CONT, 0);
 		return;
 	case PTRACE_EVENT_EXIT:
 		T->stops[STOP_EXIT]++;
@@ -219,6 +238,18 @@ static void forward_signals(struct tracer *T)
 	}
 }
 
+/* The timer's work: residency for the timelines, peaks to disk, the end of --duration. */
+static void tick(struct tracer *T)
+{
+	if (T->opts.interval_ms)
+		for (struct proc *p = T->procs; p; p = p->next)
+			if (p->profiled)
+				sysc_poll(T, p);
+	run_checkpoint(T);
+	if (T->deadline > 0 && tracer_now(T) >= T->deadline)
+		loop_leave = 1;
+}
+
 void loop_run(struct tracer *T)
 {
 	while (T->n_threads > 0) {
@@ -226,10 +257,16 @@ void loop_run(struct tracer *T)
 			forward_signals(T);
 		if (loop_tick) {
 			loop_tick = 0;
-			struct proc *p = tracer_proc(T, T->main_pid);
-			if (p)
-				sysc_poll(T, p);
+			tick(T);
 		}
+		if (loop_dump) {
+			loop_dump = 0;
+			struct proc *p = tracer_proc(T, T->main_pid);
+			if (p && p->ready)
+				run_write(T, p, 1);
+		}
+		if (loop_leave && T->attach)
+			return;
 		int status;
 		pid_t tid = waitpid(-1, &status, __WALL);
 		if (tid < 0) {
@@ -240,5 +277,73 @@ void loop_run(struct tracer *T)
 			break;
 		}
 		loop_dispatch(T, tid, status);
+	}
+}
+
+void loop_park(struct tracer *T, pid_t tid, int status)
+{
+	struct tracee *t = tracer_find(T, tid);
+	if (!t && !(t = tracer_add_thread(T, tid)))
+		return;
+	if (WIFEXITED(status) || WIFSIGNALED(status)) {
+		on_exit_status(T, t, status);
+		return;
+	}
+	if (!WIFSTOPPED(status))
+		return;
+	int sig = WSTOPSIG(status);
+	int event = status >> 16;
+	struct proc *p = t->p;
+	if (p->fresh && proc_shares_vm(p)) {
+		p->fresh = 0;
+		p->shares_vm = 1;
+	}
+	if (p->shares_vm && event != PTRACE_EVENT_EXEC && event != PTRACE_EVENT_EXIT) {
+		/*
+		 * A vfork child runs on until it execs or exits: its parent cannot stop
+		 * before that. Its breakpoints are its parent's, handled as usual.
+		 */
+		if (event == 0 && sig == SIGTRAP && calls_trap(T, t))
+			return;
+		restart(t, PTRACE_CONT, event == 0 ? sig : 0);
+		return;
+	}
+	t->parked = 1;
+	t->park_sig = 0;
+	t->group_stop = 0;
+	switch (event) {
+	case PTRACE_EVENT_STOP:
+		t->group_stop = is_stop_signal(sig);
+		return;
+	case PTRACE_EVENT_CLONE:
+	case PTRACE_EVENT_FORK:
+	case PTRACE_EVENT_VFORK: {
+		unsigned long child = 0;
+		if (ptrace(PTRACE_GETEVENTMSG, t->tid, 0, &child) == 0 && !tracer_find(T, (pid_t)child))
+			tracer_add_thread(T, (pid_t)child);
+		return;
+	}
+	case PTRACE_EVENT_EXEC: {
+		unsigned long former = 0;
+		ptrace(PTRACE_GETEVENTMSG, t->tid, 0, &former);
+		if ((pid_t)former != t->tid) {
+			struct tracee *old = tracer_find(T, (pid_t)former);
+			if (old)
+				tracer_remove_thread(T, old);
+		}
+		t->in_alloc = 0;
+		p->shares_vm = 0;
+		hooks_fin(&p->hooks);
+		hooks_init(&p->hooks);
+		return;
+	}
+	case 0:
+		if (sig == SIGTRAP && calls_park_trap(T, t))
+			return;
+		/* A signal on its way: it is delivered when the thread is let go. */
+		t->park_sig = sig == (SIGTRAP | 0x80) ? 0 : sig;
+		return;
+	default:
+		return;
 	}
 }

@@ -102,18 +102,28 @@ static int has_code(const struct maps *maps, const struct maps_entry *e)
 	return 0;
 }
 
-int modmap_load(struct modmap *m, struct modreg *r, pid_t pid)
+int proc_maps_read(pid_t pid, struct maps *maps)
 {
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
 	size_t len;
 	char *text = slurp(path, &len);
-	if (!text)
+	if (!text) {
+		maps->v = NULL;
+		maps->n = 0;
 		return error_errno("cannot read %s", path);
-	struct maps maps;
-	int rc = maps_parse(text, len, &maps);
+	}
+	int rc = maps_parse(text, len, maps);
 	free(text);
-	if (rc) {
+	return rc;
+}
+
+int modmap_load(struct modmap *m, struct modreg *r, pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	struct maps maps;
+	if (proc_maps_read(pid, &maps)) {
 		maps_fin(&maps);
 		return -1;
 	}

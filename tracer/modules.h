@@ -48,6 +48,10 @@ void modmap_init(struct modmap *m);
 void modmap_fin(struct modmap *m);
 /* (Re)reads /proc/PID/maps into m, registering new modules in r. Returns 0 or -1 after error(). */
 int modmap_load(struct modmap *m, struct modreg *r, pid_t pid);
+
+struct maps;
+/* Reads and parses /proc/PID/maps into maps. Returns 0, or -1 after error(); maps_fin either way. */
+int proc_maps_read(pid_t pid, struct maps *maps);
 /* The module range holding addr, or NULL. */
 const struct modrange *modmap_find(const struct modmap *m, uint64_t addr);
 

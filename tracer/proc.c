@@ -48,8 +48,10 @@ static struct proc *proc_new(struct tracer *T, pid_t pid)
 	heap_init(&p->heap, &p->ledger, T->opts.large_block, (uint64_t)sysconf(_SC_PAGESIZE));
 	hooks_init(&p->hooks);
 	modmap_init(&p->mm);
-	/* Only the launched process is profiled for now; the others must keep running traced. */
+	p->status = -1;
+	/* The main process is profiled from the start; a child is decided at its first stop. */
 	p->profiled = pid == T->main_pid;
+	p->fresh = pid != T->main_pid;
 	p->next = T->procs;
 	T->procs = p;
 	return p;
@@ -85,6 +87,10 @@ struct tracee *tracer_add_thread(struct tracer *T, pid_t tid)
 		struct proc *parent = ppid ? tracer_proc(T, ppid) : NULL;
 		if (parent && hooks_copy(&p->hooks, &parent->hooks))
 			warning("out of memory copying breakpoints to process %d", (int)pid);
+		if (parent) {
+			p->parent = parent->pid;
+			p->wrappers = parent->wrappers;
+		}
 	}
 	t->tid = tid;
 	t->p = p;
@@ -98,6 +104,11 @@ struct tracee *tracer_add_thread(struct tracer *T, pid_t tid)
 
 void proc_fin(struct proc *p)
 {
+	if (p->argv)
+		for (char **a = p->argv; *a; a++)
+			free(*a);
+	free(p->argv);
+	free(p->samples);
 	resid_close(&p->resid);
 	heap_fin(&p->heap);
 	hooks_fin(&p->hooks);
@@ -106,7 +117,7 @@ void proc_fin(struct proc *p)
 	free(p);
 }
 
-static void proc_free(struct tracer *T, struct proc *p)
+void tracer_drop_proc(struct tracer *T, struct proc *p)
 {
 	for (struct proc **pp = &T->procs; *pp; pp = &(*pp)->next)
 		if (*pp == p) {
@@ -131,6 +142,33 @@ void tracer_remove_thread(struct tracer *T, struct tracee *t)
 	if (--p->nthreads == 0) {
 		resid_close(&p->resid);
 		if (!p->profiled)
-			proc_free(T, p);
+			tracer_drop_proc(T, p);
 	}
+}
+
+char **proc_read_argv(pid_t pid)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return NULL;
+	char buf[8192];
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	if (n == 0)
+		return NULL;
+	if (buf[n - 1] != '\0')
+		buf[n++] = '\0';
+	size_t argc = 0;
+	for (size_t i = 0; i < n; i++)
+		argc += buf[i] == '\0';
+	char **argv = calloc(argc + 1, sizeof(*argv));
+	if (!argv)
+		return NULL;
+	size_t k = 0;
+	for (size_t i = 0; i < n && k < argc; i += strlen(buf + i) + 1)
+		if (!(argv[k++] = strdup(buf + i)))
+			break;
+	return argv;
 }

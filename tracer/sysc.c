@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/ptrace.h>
@@ -41,24 +42,26 @@ static int is_release_advice(int advice)
 	       advice == MADV_DONTNEED_LOCKED;
 }
 
-static void sample(struct tracer *T, struct proc *p, double now)
+static void sample(struct proc *p, double now)
 {
-	if (T->sample_skip) {
-		T->sample_skip--;
+	if (p->sample_skip) {
+		p->sample_skip--;
 		return;
 	}
-	if (T->n_samples == TRACER_MAX_SAMPLES) {
+	if (!p->samples && !(p->samples = malloc(TRACER_MAX_SAMPLES * sizeof(*p->samples))))
+		return;
+	if (p->n_samples == TRACER_MAX_SAMPLES) {
 		/* Keep the timeline bounded: halve its resolution and sample half as often. */
 		for (size_t i = 0; i < TRACER_MAX_SAMPLES / 2; i++)
-			T->samples[i] = T->samples[2 * i];
-		T->n_samples = TRACER_MAX_SAMPLES / 2;
-		T->sample_stride = T->sample_stride ? T->sample_stride * 2 : 2;
+			p->samples[i] = p->samples[2 * i];
+		p->n_samples = TRACER_MAX_SAMPLES / 2;
+		p->sample_stride = p->sample_stride ? p->sample_stride * 2 : 2;
 	}
-	T->samples[T->n_samples].time = now;
-	T->samples[T->n_samples].charged = p->ledger.charged;
-	T->samples[T->n_samples].rss = resid_rss(&p->resid);
-	T->n_samples++;
-	T->sample_skip = T->sample_stride ? T->sample_stride - 1 : 0;
+	p->samples[p->n_samples].time = now;
+	p->samples[p->n_samples].charged = p->ledger.charged;
+	p->samples[p->n_samples].rss = resid_rss(&p->resid);
+	p->n_samples++;
+	p->sample_skip = p->sample_stride ? p->sample_stride - 1 : 0;
 }
 
 /* Brings every range's residency up to date if the process faulted in pages since the last time. */
@@ -111,7 +114,7 @@ void sysc_poll(struct tracer *T, struct proc *p)
 		return;
 	refresh_if_faulted(T, p);
 	check_peak(T, p);
-	sample(T, p, tracer_now(T));
+	sample(p, tracer_now(T));
 }
 
 static uint32_t frame_of(struct tracer *T, struct proc *p, uint64_t ip, int caller)
@@ -195,13 +198,19 @@ int sysc_entry(struct tracer *T, struct tracee *t)
 	struct user_regs_struct regs;
 	if (get_regs(t, &regs))
 		return PTRACE_CONT;
-	long nr = (long)regs.orig_rax;
 	uint64_t a[6] = { regs.rdi, regs.rsi, regs.rdx, regs.r10, regs.r8, regs.r9 };
+	t->sc_stack = STACKS_FAILED;
+	return sysc_begin(T, t, (long)regs.orig_rax, a) ? PTRACE_SYSCALL : PTRACE_CONT;
+}
+
+int sysc_begin(struct tracer *T, struct tracee *t, long nr, const uint64_t a[6])
+{
+	struct proc *p = t->p;
 	t->sc_nr = nr;
-	memcpy(t->sc_args, a, sizeof(a));
+	memcpy(t->sc_args, a, sizeof(t->sc_args));
 	struct ledger *l = &p->ledger;
 	if (t->in_alloc && nr != SYS_execve && nr != SYS_execveat)
-		return nr == SYS_brk ? PTRACE_SYSCALL : PTRACE_CONT;
+		return nr == SYS_brk ? 1 : 0;
 	switch (nr) {
 	case SYS_mmap:
 		if (!(a[3] & MAP_ANONYMOUS))
@@ -209,46 +218,58 @@ int sysc_entry(struct tracer *T, struct tracee *t)
 		/* MAP_FIXED over live memory unmaps it implicitly. */
 		if ((a[3] & MAP_FIXED) && ledger_overlaps(l, a[0], a[0] + page_up(a[1])))
 			sysc_before_release(T, p, a[0], a[0] + page_up(a[1]));
-		return PTRACE_SYSCALL;
+		return 1;
 	case SYS_munmap:
 		p->maps_dirty = 1;
 		sysc_before_release(T, p, a[0], a[0] + page_up(a[1]));
-		return PTRACE_SYSCALL;
+		return 1;
 	case SYS_mremap:
 		p->maps_dirty = 1;
 		if (page_up(a[2]) < page_up(a[1]))
 			sysc_before_release(T, p, a[0] + page_up(a[2]), a[0] + page_up(a[1]));
 		if ((a[3] & MREMAP_FIXED) && ledger_overlaps(l, a[4], a[4] + page_up(a[2])))
 			sysc_before_release(T, p, a[4], a[4] + page_up(a[2]));
-		return PTRACE_SYSCALL;
+		return 1;
 	case SYS_madvise:
 		if (!is_release_advice((int)a[2]))
-			return PTRACE_CONT;
+			return 0;
 		sysc_before_release(T, p, page_down(a[0]), page_up(a[0] + a[1]));
-		return PTRACE_SYSCALL;
+		return 1;
 	case SYS_brk:
 		if (a[0] == 0 && p->brk_cur)
-			return PTRACE_CONT;
+			return 0;
 		if (a[0] && p->brk_cur && page_up(a[0]) < p->brk_cur)
 			sysc_before_release(T, p, page_up(a[0]), p->brk_cur);
-		return PTRACE_SYSCALL;
+		return 1;
 	case SYS_execve:
 	case SYS_execveat:
 		/* The whole image goes if it succeeds: the last chance to see its peak. */
 		sysc_before_release(T, p, 0, UINT64_MAX);
-		return PTRACE_CONT;
+		return 0;
 	default:
-		return PTRACE_CONT;
+		return 0;
 	}
 }
 
 void sysc_exit(struct tracer *T, struct tracee *t)
 {
-	struct proc *p = t->p;
 	struct user_regs_struct regs;
-	if (!p->ready || get_regs(t, &regs))
+	if (!t->p->ready || get_regs(t, &regs))
 		return;
-	uint64_t ret = regs.rax;
+	sysc_end(T, t, regs.rax, &regs);
+}
+
+/* The stack of the call being finished: taken at its entry (a wrapped call), or now (a syscall exit). */
+static uint32_t call_stack(struct tracer *T, struct tracee *t, const struct user_regs_struct *regs)
+{
+	return t->sc_stack != STACKS_FAILED ? t->sc_stack : capture_stack(T, t, regs);
+}
+
+void sysc_end(struct tracer *T, struct tracee *t, uint64_t ret, const struct user_regs_struct *regs)
+{
+	struct proc *p = t->p;
+	if (!p->ready)
+		return;
 	const uint64_t *a = t->sc_args;
 	struct ledger *l = &p->ledger;
 	if (t->in_alloc) {
@@ -265,7 +286,7 @@ void sysc_exit(struct tracer *T, struct tracee *t)
 		if (a[3] & MAP_FIXED)
 			ledger_remove(l, ret, ret + len);
 		if (a[3] & MAP_ANONYMOUS)
-			add_range(T, p, ret, ret + len, capture_stack(T, t, &regs), SNAP_KIND_MMAP);
+			add_range(T, p, ret, ret + len, call_stack(T, t, regs), SNAP_KIND_MMAP);
 		return;
 	}
 	case SYS_munmap:
@@ -280,7 +301,7 @@ void sysc_exit(struct tracer *T, struct tracee *t)
 			return; /* a file mapping, or one made before we could see it */
 		if (oldlen == 0) {
 			/* A second mapping of shared memory. */
-			add_range(T, p, ret, ret + newlen, capture_stack(T, t, &regs), SNAP_KIND_MMAP);
+			add_range(T, p, ret, ret + newlen, call_stack(T, t, regs), SNAP_KIND_MMAP);
 			return;
 		}
 		uint64_t kept = newlen < oldlen ? newlen : oldlen;
@@ -289,7 +310,7 @@ void sysc_exit(struct tracer *T, struct tracee *t)
 		if (ret != old)
 			ledger_move(l, old, kept, ret);
 		if (newlen > oldlen)
-			add_range(T, p, ret + oldlen, ret + newlen, capture_stack(T, t, &regs), SNAP_KIND_MMAP);
+			add_range(T, p, ret + oldlen, ret + newlen, call_stack(T, t, regs), SNAP_KIND_MMAP);
 		return;
 	}
 	case SYS_madvise:
@@ -302,7 +323,7 @@ void sysc_exit(struct tracer *T, struct tracee *t)
 			return;
 		}
 		if (now > p->brk_cur)
-			add_range(T, p, p->brk_cur, now, capture_stack(T, t, &regs), SNAP_KIND_BRK);
+			add_range(T, p, p->brk_cur, now, call_stack(T, t, regs), SNAP_KIND_BRK);
 		else if (now < p->brk_cur)
 			ledger_remove(l, now, p->brk_cur);
 		p->brk_cur = now;

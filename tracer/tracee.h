@@ -20,11 +20,28 @@
 #include "tracer/tracer.h"
 #include "tracer/unwind.h"
 
+#define TRACER_MAX_SAMPLES 4096
+
+struct sample { double time; uint64_t charged, rss; };
+
 struct proc {
 	pid_t pid;
 	int profiled;          /* charged into a ledger; other processes are only kept running */
 	int ready;             /* the first exec has happened: the ledger and files are set up */
+	int fresh;             /* a new child not looked at yet: followed or cleaned at its first stop */
+	int shares_vm;         /* a vfork child: its text is its parent's until it execs */
+	int wrappers;          /* no seccomp filter (attach): the libc mapping calls are hooked instead */
+	pid_t parent;          /* the traced process that forked it, 0 for the main one */
 	int nthreads;
+	char **argv;           /* the command line, NULL-terminated (from /proc for all but a launched program) */
+	int status;            /* shell-style exit status, -1 while it runs */
+	double end_time;       /* when it exited, 0 while it runs */
+	uint64_t vmhwm;
+	uint64_t curbrk_addr;  /* libc's __curbrk, to read the break in attach mode; 0 unknown */
+	double snap_written_at;/* when its peak snapshot was last written */
+	double snap_peak_time; /* the peak time that snapshot holds */
+	struct sample *samples; size_t n_samples;  /* the timeline, bounded */
+	unsigned sample_stride, sample_skip;
 	struct resid resid;
 	struct ledger ledger;
 	struct modmap mm;
@@ -58,6 +75,10 @@ struct tracee {
 	/* The last unwinds of this thread, to skip unwinding a stack seen just before. */
 	struct unwind_memo memo[TRACEE_MEMOS];
 	unsigned memo_next;
+	uint32_t sc_stack;     /* stack of a wrapped mapping call, taken at its entry; STACKS_FAILED when none */
+	int parked;            /* held stopped (attaching, leaving), to be let go with park_sig */
+	int park_sig;
+	int group_stop;        /* parked in a group-stop (SIGSTOP): it stays stopped when let go */
 	struct tracee *hnext;
 };
 
@@ -69,7 +90,6 @@ enum stop_kind {
 };
 
 #define TRACER_HASH 256
-#define TRACER_MAX_SAMPLES 4096
 
 struct tracer {
 	struct tracer_opts opts;
@@ -81,16 +101,15 @@ struct tracer {
 	struct unwind unw;
 	pid_t main_pid;
 	int main_status;       /* shell-style, -1 until the main process exits */
+	int attach;            /* attach mode: never kill, leave every process as it was */
+	const char *output;    /* the main snapshot's path */
+	unsigned live_written; /* SIGUSR1 snapshots so far */
 	double t0;             /* monotonic seconds at start */
 	double start_time;     /* unix time at start */
-	double end_time;       /* monotonic seconds when the main process ended */
-	uint64_t vmhwm;
+	double deadline;       /* --duration: when to leave, 0 for never */
 	uint64_t stops[STOP__COUNT];
 	uint64_t refreshes;
 	uint64_t nested_calls;    /* hooked calls made inside the allocator, not counted */
-	struct { double time; uint64_t charged, rss; } samples[TRACER_MAX_SAMPLES];
-	size_t n_samples;
-	unsigned sample_stride, sample_skip;
 	uint32_t main_stack_node;
 };
 
@@ -102,11 +121,23 @@ void tracer_remove_thread(struct tracer *T, struct tracee *t);
 struct proc *tracer_proc(struct tracer *T, pid_t pid);
 /* Frees a process and all it owns (not its threads). */
 void proc_fin(struct proc *p);
+/* Unlinks process p from the table and frees it. */
+void tracer_drop_proc(struct tracer *T, struct proc *p);
+/* Its command line from /proc/PID/cmdline, NULL-terminated; NULL when unreadable. Caller frees. */
+char **proc_read_argv(pid_t pid);
 double tracer_now(const struct tracer *T);
 
-/* sysc.c: the mapping syscalls. Each returns the ptrace request to restart the thread with. */
+/* sysc.c: the mapping syscalls. sysc_entry returns the ptrace request to restart the thread with. */
 int sysc_entry(struct tracer *T, struct tracee *t);
 void sysc_exit(struct tracer *T, struct tracee *t);
+/*
+ * The same for a call seen some other way (a hooked libc wrapper in attach
+ * mode): sysc_begin at its entry returns 1 when its result must be seen, and
+ * sysc_end takes that result (a raw syscall's, -errno on failure) and the
+ * registers then. t->sc_stack, when set, is the stack the call is charged to.
+ */
+int sysc_begin(struct tracer *T, struct tracee *t, long nr, const uint64_t args[6]);
+void sysc_end(struct tracer *T, struct tracee *t, uint64_t ret, const struct user_regs_struct *regs);
 /* Sets up a profiled process after exec: files, modules, an empty ledger. */
 int sysc_exec(struct tracer *T, struct proc *p);
 /* Measures what must be measured before memory is released, and records a peak. */
@@ -121,8 +152,58 @@ void sysc_before_small_release(struct tracer *T, struct proc *p);
 
 /* calls.c: breakpoint stops. Returns 1 when the SIGTRAP was ptfil's (the thread is restarted), 0 if the program's own. */
 int calls_trap(struct tracer *T, struct tracee *t);
+/*
+ * Leaving: the same SIGTRAP, but the thread stays stopped, undone so that it
+ * can run without ptfil (rip back on a breakpoint whose byte goes back; a
+ * hijacked return completed). Returns 1 when it was ptfil's, 0 if the program's.
+ */
+int calls_park_trap(struct tracer *T, struct tracee *t);
 
-/* export.c */
-int tracer_write_snapshot(struct tracer *T, const char *path);
+/* run.c: what launch and attach share */
+#define RUN_CAUGHT 5
+int run_init(struct tracer *T, const struct tracer_opts *o);
+void run_fin(struct tracer *T);
+/* ptfil's SIGINT, SIGQUIT, SIGTERM, SIGHUP: passed on to the program (launch) or leave (attach); SIGUSR1: dump. */
+void run_install_handlers(int attach);
+/* What they were before run_install_handlers (for a launched child before exec). */
+void run_restore_handlers(void);
+void run_start_timer(unsigned interval_ms);
+void run_stop_timer(void);
+/*
+ * Where process p's snapshot goes: the output path for the main process,
+ * STEM.PID.gz for another (STEM: the output without .gz), and with live = N
+ * > 0, STEM.live-N.gz (STEM.PID.live-N.gz). Caller frees; NULL out of memory.
+ */
+char *run_snapshot_path(struct tracer *T, struct proc *p, unsigned live);
+/* Writes process p's peak snapshot, or with live its present state under the next live name. 0 or -1 after error(). */
+int run_write(struct tracer *T, struct proc *p, int live);
+/* Rewrites the snapshot of every process whose peak grew, at most once a second each. */
+void run_checkpoint(struct tracer *T);
+void run_summary(struct proc *p, const char *path);
+
+/* attach.c: processes that are there already (attach) or appear (fork) */
+/*
+ * Starts profiling p, which is running already: its memory now is charged
+ * to the pseudo frame named pseudo; with arm, its breakpoints go in (tid is
+ * a stopped thread of it). Returns 0, or -1 after error().
+ */
+int proc_follow(struct tracer *T, struct proc *p, pid_t tid, const char *pseudo, int arm);
+/* True when p is a vfork child that still runs in its parent's address space. */
+int proc_shares_vm(const struct proc *p);
+/* A new child's first stop (sig: the signal it stopped with, to pass on). Returns 1 when it was let go. */
+int procs_first_stop(struct tracer *T, struct tracee *t, int sig);
+/* After exec, before the new image is set up. Returns 1 when the thread was let go. */
+int procs_exec(struct tracer *T, struct tracee *t);
+/* Waits until every traced thread is parked. 0, or -1 after error(). */
+int tracer_park_all(struct tracer *T);
+
+/* detach.c: stops every thread, takes every breakpoint out, restores hijacked returns, detaches. */
+void tracer_leave(struct tracer *T);
+
+/*
+ * export.c: writes process p's snapshot to path: its peak, or with live, what
+ * is live now in place of the peak. Returns 0, or -1 after error().
+ */
+int tracer_write_snapshot(struct tracer *T, struct proc *p, int live, const char *path);
 
 #endif

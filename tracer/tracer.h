@@ -9,6 +9,9 @@ struct tracer_opts {
 	int quiet;                /* no summary on stderr */
 	unsigned long long large_block; /* heap blocks this big or more are charged by residency; 0: default */
 	int no_heap;              /* no malloc-family hooks: mappings only */
+	int follow_forks;         /* profile every process of the tree, one snapshot each */
+	int attach_pid;           /* attach: the process to profile */
+	double duration;          /* attach: leave after this many seconds; 0 for never */
 };
 
 /* The default snapshot name for a program and pid: "ptfil-NAME-PID.gz". Caller frees. */
@@ -22,5 +25,13 @@ char *tracer_default_output(const char *prog, int pid);
  * killed then).
  */
 int tracer_launch(const struct tracer_opts *opts);
+
+/*
+ * Attaches to the running process opts->attach_pid, profiles it until
+ * SIGINT/SIGTERM/SIGHUP, --duration or its exit, writes the snapshot and
+ * leaves it as it was. Returns ptfil's exit status: 0, a REFUSE_* status
+ * (tracer/refuse.h) when the target cannot be traced, 1 when ptfil failed.
+ */
+int tracer_attach(const struct tracer_opts *opts);
 
 #endif

@@ -9,4 +9,5 @@ Suite *ledger_suite(void);
 Suite *stacks_suite(void);
 Suite *emu_suite(void);
 Suite *heap_suite(void);
+Suite *refuse_suite(void);
 #endif

@@ -1,0 +1,242 @@
+"""ptfil attach: profile a running process, then leave it exactly as it was.
+
+Every way of leaving (SIGINT, SIGTERM, --duration) writes a snapshot in which what was resident
+before the attach is charged to [before attach], removes every breakpoint (the target's code reads
+back byte for byte as before the attach), detaches, and lets the target finish with the output
+and exit status of an untraced run. Allocations after the attach are charged to their stacks.
+"""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+from ptfiltest import MiB, Attached, Lines, charged_through, check_near, exec_mappings, functions, live_snapshot, \
+    main, mapping_differences, stacks_through, target, vmrss_bytes, wait_until
+
+LOOP = target("attach_loop")
+THREADS = target("attach_threads")
+# attach_loop runs about 10 ms per iteration: long enough to attach, run a second, detach and
+# check its code while it still runs, on a slow machine too.
+ITERATIONS = "800"
+BEFORE = "[before attach]"
+REL = 0.05  # what else was resident before the attach: stack, heap and library data, a few hundred KiB
+
+_bare_loop = {}
+
+
+def bare_loop(iterations=ITERATIONS):
+    """attach_loop run untraced, sent one SIGUSR2 after "ready" as the traced runs are after the detach:
+    (exit status, stdout). Computed once."""
+    if iterations not in _bare_loop:
+        p = subprocess.Popen([LOOP, iterations], stdout=subprocess.PIPE, start_new_session=True)
+        out = Lines(p.stdout)
+        try:
+            out.wait_for(lambda s: s == "ready", 30)
+            os.kill(p.pid, signal.SIGUSR2)
+            p.wait(timeout=120)
+        finally:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            p.wait()
+            if out.join(10):
+                p.stdout.close()
+        assert p.returncode == 7 and b"usr2 1\n" in out.data(), (p.returncode, out.data())
+        _bare_loop[iterations] = (p.returncode, out.data())
+    return _bare_loop[iterations]
+
+
+def excerpt(doc, key="stacks", limit=8):
+    lines = ["peak %s" % doc["peak"]]
+    for s in doc[key][:limit]:
+        lines.append("  %s charged=%d count=%d: %s" % (s["kind"], s["charged_bytes"], s["count"],
+                                                      " <- ".join(str(f) for f in functions(s)[:6])))
+    return "\n".join(lines)
+
+
+def check_attach_doc(doc, pid, before_bytes, rss):
+    """The snapshot of an attach that ended by a detach: mode, pid, no exit status, and the memory
+    resident before the attach charged to [before attach] (about before_bytes, at most the RSS)."""
+    assert doc["process"]["mode"] == "attach", doc["process"]
+    assert doc["process"]["pid"] == pid, doc["process"]
+    assert doc["process"]["exit_status"] is None, doc["process"]
+    before = charged_through(doc, BEFORE)
+    check_near(BEFORE, before, before_bytes, rel=REL)
+    assert before <= rss, "%s charged %d, more than the target's VmRSS %d" % (BEFORE, before, rss)
+    for s in stacks_through(doc, BEFORE):
+        assert s["kind"] == "pseudo" and functions(s)[0] == BEFORE, s
+
+
+def check_code_intact(a, before):
+    """The target still runs, and its executable mappings read as before the attach: no int3 left."""
+    assert a.running(), "attach_loop ended before its code could be checked after the detach; raise ITERATIONS"
+    diffs = mapping_differences(before, exec_mappings(a.pid))
+    assert not diffs, "the target's code changed across attach and detach:\n" + "\n".join(diffs)
+
+
+def leave_loop(how):
+    """Attaches to attach_loop, lets it run about a second, leaves by how ("SIGINT", "SIGTERM" or
+    "duration"), then checks the snapshot, the target's code, its signal handler and its end."""
+    want_status, want_out = bare_loop()
+    with Attached([LOOP, ITERATIONS]) as a:
+        code_before = exec_mappings(a.pid)
+        if how == "duration":
+            a.attach("--duration", "1")
+            rc, err = a.finish(timeout=60)
+            elapsed = time.time() - a.ptfil_started
+            assert elapsed >= 0.95, "ptfil --duration 1 left after %.2f s" % elapsed
+        else:
+            a.attach()
+            time.sleep(1)
+            a.signal(getattr(signal, how))
+            rc, err = a.finish(timeout=60)
+        assert rc == 0, (how, rc, err)
+        assert "detached from process %d" % a.pid in err, err
+        check_code_intact(a, code_before)
+        assert a.status("TracerPid") == "0", a.status("TracerPid")
+        rss = vmrss_bytes(a.pid)
+        # The program's own signal handler still runs after the detach.
+        os.kill(a.pid, signal.SIGUSR2)
+        status, out = a.target_finish()
+        doc = a.json()
+    assert (status, out) == (want_status, want_out), "traced %r, untraced %r" % ((status, out), (want_status, want_out))
+    check_attach_doc(doc, a.pid, 16 * MiB, rss)
+    if how == "duration":
+        assert 0.9 <= doc["process"]["duration_s"] <= 30, doc["process"]
+    # The ring of blocks made after the attach is charged to ring_alloc: 8 live blocks, or 7 if the
+    # detach caught the loop between a free and the next malloc.
+    ring = stacks_through(doc, "ring_alloc", key="live_at_end")
+    assert 7 <= sum(s["count"] for s in ring) <= 8, excerpt(doc, "live_at_end")
+    assert all(s["kind"] == "heap" for s in ring), excerpt(doc, "live_at_end")
+    assert doc["counters"]["heap.allocs"] > 0 and doc["counters"]["heap.frees"] > 0, doc["counters"]
+
+
+def test_leave_on_sigint():
+    leave_loop("SIGINT")
+
+
+def test_leave_on_duration():
+    leave_loop("duration")
+
+
+def test_leave_on_sigterm():
+    leave_loop("SIGTERM")
+
+
+def hold_threads(a):
+    """Lets attach_threads start its workers and hold their 4, 8 and 12 MiB."""
+    a.send("go")
+    a.wait_output("holding")
+
+
+def check_workers(doc, key):
+    for fn, mib in (("worker_one", 4), ("worker_two", 8), ("worker_three", 12)):
+        check_near("%s in %s" % (fn, key), charged_through(doc, fn, key), mib * MiB, rel=REL)
+
+
+def release_threads(a):
+    """Releases the workers; attach_threads prints done and exits 0."""
+    a.send("release")
+    status, out = a.target_finish()
+    assert (status, out) == (0, b"ready\nholding\ndone\n"), (status, out, a.target_stderr())
+
+
+def test_threads_attributed():
+    with Attached([THREADS]) as a:
+        code_before = exec_mappings(a.pid)
+        a.attach()
+        hold_threads(a)
+        time.sleep(0.3)  # a few timeline polls see the workers' pages resident
+        a.signal(signal.SIGINT)
+        rc, err = a.finish()
+        assert rc == 0, (rc, err)
+        assert "detached from process %d" % a.pid in err, err
+        assert a.status("TracerPid") == "0", a.status("TracerPid")
+        diffs = mapping_differences(code_before, exec_mappings(a.pid), same_set=False)
+        assert not diffs, "the target's code changed across attach and detach:\n" + "\n".join(diffs)
+        rss = vmrss_bytes(a.pid)
+        release_threads(a)
+        doc = a.json()
+    check_attach_doc(doc, a.pid, 24 * MiB, rss)
+    check_workers(doc, "stacks")
+    for fn in ("worker_one", "worker_two", "worker_three"):
+        assert all("main" not in functions(s) for s in stacks_through(doc, fn)), excerpt(doc)
+    check_near("peak", doc["peak"]["charged_bytes"], 48 * MiB, rel=REL)
+
+
+def test_sigusr1_writes_live_state():
+    with Attached([THREADS]) as a:
+        a.attach()
+        hold_threads(a)
+        time.sleep(0.3)
+        for n in (1, 2):
+            a.signal(signal.SIGUSR1)
+            a.wait_stderr("live state written to", timeout=30, n=n)
+            path = live_snapshot(a.snap, n)
+            assert os.path.exists(path), "no %s after SIGUSR1 number %d; stderr:\n%s" % (path, n, a.err.text())
+            live = a.json(path)
+            check_workers(live, "live_at_end")
+            check_near(BEFORE + " live", charged_through(live, BEFORE, "live_at_end"), 24 * MiB, rel=REL)
+            assert live["process"]["mode"] == "attach" and live["process"]["pid"] == a.pid, live["process"]
+        assert a.running() and a.ptfil.poll() is None, "SIGUSR1 ended ptfil or the target"
+        a.signal(signal.SIGINT)
+        rc, err = a.finish()
+        assert rc == 0, (rc, err)
+        release_threads(a)
+
+
+def test_kill_9_leaves_last_peak_and_target_runs():
+    with Attached([THREADS]) as a:
+        code_before = exec_mappings(a.pid)
+        a.attach()
+        hold_threads(a)
+        time.sleep(2)  # the peak snapshot is rewritten at most about once a second
+        a.signal(signal.SIGKILL)
+        a.ptfil.wait(timeout=30)
+        wait_until(lambda: a.status("TracerPid") == "0", 10, "TracerPid 0 after kill -9 of ptfil")
+        assert a.running(), "the target did not survive kill -9 of ptfil: %r" % a.target_stderr()
+        diffs = mapping_differences(code_before, exec_mappings(a.pid), same_set=False)
+        assert not diffs, "the target's code changed after kill -9 of ptfil:\n" + "\n".join(diffs)
+        doc = a.json()
+        check_workers(doc, "stacks")
+        check_near(BEFORE, charged_through(doc, BEFORE), 24 * MiB, rel=REL)
+        assert doc["process"]["mode"] == "attach" and doc["process"]["pid"] == a.pid, doc["process"]
+        release_threads(a)
+
+
+def test_stopped_target_stays_stopped():
+    want_status, want_out = bare_loop()
+    with Attached([LOOP, ITERATIONS]) as a:
+        os.kill(a.pid, signal.SIGSTOP)
+        wait_until(lambda: a.state() == "T", 10, "attach_loop to stop")
+        code_before = exec_mappings(a.pid)
+        a.attach()
+        time.sleep(0.5)
+        # Traced, a stopped process shows t (tracing stop) or T: stopped either way, never running.
+        assert a.state() in ("T", "t"), a.status("State")
+        a.signal(signal.SIGINT)
+        rc, err = a.finish()
+        assert rc == 0, (rc, err)
+        assert "detached from process %d" % a.pid in err, err
+        assert a.state() == "T", "after the detach: %r" % a.status("State")
+        assert a.status("TracerPid") == "0", a.status("TracerPid")
+        time.sleep(0.3)
+        assert a.state() == "T" and a.running(), "the target did not stay stopped: %r" % a.status("State")
+        diffs = mapping_differences(code_before, exec_mappings(a.pid))
+        assert not diffs, "the target's code changed across attach and detach:\n" + "\n".join(diffs)
+        rss = vmrss_bytes(a.pid)
+        os.kill(a.pid, signal.SIGUSR2)  # pending while stopped, handled after SIGCONT
+        os.kill(a.pid, signal.SIGCONT)
+        status, out = a.target_finish()
+        doc = a.json()
+    assert (status, out) == (want_status, want_out), "traced %r, untraced %r" % ((status, out), (want_status, want_out))
+    check_attach_doc(doc, a.pid, 16 * MiB, rss)
+
+
+if __name__ == "__main__":
+    main([test_leave_on_sigint, test_leave_on_duration, test_leave_on_sigterm, test_threads_attributed,
+          test_sigusr1_writes_live_state, test_kill_9_leaves_last_peak_and_target_runs,
+          test_stopped_target_stays_stopped])

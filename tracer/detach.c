@@ -1,0 +1,78 @@
+/*
+ * Leaving a traced process tree as it was: every thread stopped where it is,
+ * the final peak measured, every breakpoint's byte put back, every hijacked
+ * return address restored, then every thread detached with the signal it was
+ * about to receive. A thread that was in a group-stop (SIGSTOP) stays stopped.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/ptrace.h>
+#include <sys/uio.h>
+
+#include "common/error.h"
+#include "tracer/tracee.h"
+
+/* A hooked call still in progress returns where it would have without ptfil. */
+static void restore_return(struct tracee *t)
+{
+	if (!t->in_alloc)
+		return;
+	t->in_alloc = 0;
+	uint64_t slot = 0;
+	struct iovec l = { &slot, 8 }, r = { (void *)(uintptr_t)t->call.rsp, 8 };
+	if (process_vm_readv(t->tid, &l, 1, &r, 1, 0) != 8 || slot != t->p->hooks.trampoline)
+		return; /* already returned (a longjmp, or the frame reused) */
+	l.iov_base = &t->call.ret;
+	if (process_vm_writev(t->tid, &l, 1, &r, 1, 0) != 8 &&
+	    ptrace(PTRACE_POKEDATA, t->tid, (void *)(uintptr_t)t->call.rsp, (void *)(uintptr_t)t->call.ret))
+		error_errno("thread %d: cannot restore a return address", (int)t->tid);
+}
+
+void tracer_leave(struct tracer *T)
+{
+	for (size_t h = 0; h < TRACER_HASH; h++)
+		for (struct tracee *t = T->threads[h]; t; t = t->hnext)
+			if (!t->parked && ptrace(PTRACE_INTERRUPT, t->tid, 0, 0) && errno != ESRCH)
+				error_errno("cannot stop thread %d", (int)t->tid);
+	tracer_park_all(T);
+
+	for (struct proc *p = T->procs; p; p = p->next) {
+		if (!p->nthreads)
+			continue;
+		pid_t tid = 0;
+		for (size_t h = 0; h < TRACER_HASH; h++)
+			for (struct tracee *t = T->threads[h]; t; t = t->hnext)
+				if (t->p == p && t->parked) {
+					tid = t->tid;
+					restore_return(t);
+				}
+		if (!tid)
+			continue;
+		/* Everything stands still: the last look at the peak. */
+		if (p->profiled && p->ready) {
+			sysc_before_release(T, p, 0, 0);
+			uint64_t hwm = resid_vmhwm(p->pid);
+			if (hwm > p->vmhwm)
+				p->vmhwm = hwm;
+		}
+		/* A vfork child's text is its parent's, cleaned with it. */
+		if (!proc_shares_vm(p) && hooks_remove(&p->hooks, tid))
+			error("process %d: some breakpoints could not be removed", (int)p->pid);
+	}
+
+	for (size_t h = 0; h < TRACER_HASH; h++) {
+		struct tracee *t = T->threads[h];
+		while (t) {
+			struct tracee *next = t->hnext;
+			/* Unparked (a vfork child before its exec): the kernel lets it go when ptfil exits. */
+			if (t->parked) {
+				int sig = t->group_stop ? 0 : t->park_sig;
+				if (ptrace(PTRACE_DETACH, t->tid, 0, (void *)(long)sig) && errno != ESRCH)
+					error_errno("cannot detach from thread %d", (int)t->tid);
+				tracer_remove_thread(T, t);
+			}
+			t = next;
+		}
+	}
+}

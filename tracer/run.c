@@ -1,0 +1,190 @@
+/*
+ * What a tracing session needs whether it launched its program or attached to
+ * it: the tracer's tables, ptfil's own signal handlers and timer, snapshot
+ * names, and writing snapshots (at the end, at new peaks, and on SIGUSR1).
+ */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+
+#include "common/error.h"
+#include "tracer/loop.h"
+#include "tracer/tracee.h"
+
+/* How often at most a growing peak is written again, so that a killed ptfil leaves a recent one. */
+#define CHECKPOINT_SECONDS 1.0
+
+int run_init(struct tracer *T, const struct tracer_opts *o)
+{
+	memset(T, 0, sizeof(*T));
+	T->opts = *o;
+	T->main_status = -1;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	T->t0 = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	T->start_time = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	if (stacks_init(&T->stacks) || modreg_init(&T->reg) || unwind_init(&T->unw))
+		return error("cannot initialize the tracer");
+	return 0;
+}
+
+void run_fin(struct tracer *T)
+{
+	while (T->procs) {
+		struct proc *p = T->procs;
+		T->procs = p->next;
+		proc_fin(p);
+	}
+	for (size_t h = 0; h < TRACER_HASH; h++)
+		while (T->threads[h]) {
+			struct tracee *t = T->threads[h];
+			T->threads[h] = t->hnext;
+			free(t);
+		}
+	unwind_fin(&T->unw);
+	modreg_fin(&T->reg);
+	stacks_fin(&T->stacks);
+}
+
+/* The signals ptfil catches while it traces, and what they were before (a launched child gets those back). */
+static const int caught[RUN_CAUGHT] = { SIGINT, SIGQUIT, SIGTERM, SIGHUP, SIGUSR1 };
+static struct sigaction saved[RUN_CAUGHT];
+
+/* launch: the program decides what a signal means, ptfil follows it out. */
+static void on_forward(int sig, siginfo_t *si, void *uc)
+{
+	(void)uc;
+	/* From the terminal (SI_KERNEL) the program got the signal too. Sent to ptfil alone, by kill, it is passed on. */
+	if (si->si_code != SI_KERNEL && sig < 65) {
+		loop_forward_from[sig] = si->si_pid;
+		loop_forward[sig] = 1;
+		loop_forward_any = 1;
+	}
+}
+
+/* attach: ptfil leaves, the program never hears of it. */
+static void on_leave(int sig)
+{
+	(void)sig;
+	loop_leave = 1;
+}
+
+static void on_dump(int sig)
+{
+	(void)sig;
+	loop_dump = 1;
+}
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+	loop_tick = 1;
+}
+
+void run_install_handlers(int attach)
+{
+	struct sigaction sa;
+	for (size_t i = 0; i < RUN_CAUGHT; i++) {
+		memset(&sa, 0, sizeof(sa));
+		sigemptyset(&sa.sa_mask);
+		/* No SA_RESTART: waitpid returns to the loop, which looks at the flags. */
+		if (caught[i] == SIGUSR1) {
+			sa.sa_handler = on_dump;
+		} else if (attach) {
+			sa.sa_handler = on_leave;
+		} else {
+			sa.sa_sigaction = on_forward;
+			sa.sa_flags = SA_SIGINFO;
+		}
+		sigaction(caught[i], &sa, &saved[i]);
+	}
+}
+
+void run_restore_handlers(void)
+{
+	for (size_t i = 0; i < RUN_CAUGHT; i++)
+		sigaction(caught[i], &saved[i], NULL);
+}
+
+void run_start_timer(unsigned interval_ms)
+{
+	struct sigaction al;
+	memset(&al, 0, sizeof(al));
+	al.sa_handler = on_alarm;
+	sigemptyset(&al.sa_mask);
+	sigaction(SIGALRM, &al, NULL);
+	struct itimerval it;
+	it.it_interval.tv_sec = interval_ms / 1000;
+	it.it_interval.tv_usec = (interval_ms % 1000) * 1000;
+	it.it_value = it.it_interval;
+	setitimer(ITIMER_REAL, &it, NULL);
+}
+
+void run_stop_timer(void)
+{
+	struct itimerval it;
+	memset(&it, 0, sizeof(it));
+	setitimer(ITIMER_REAL, &it, NULL);
+}
+
+char *run_snapshot_path(struct tracer *T, struct proc *p, unsigned live)
+{
+	const char *out = T->output;
+	size_t stem = strlen(out);
+	if (stem > 3 && !strcmp(out + stem - 3, ".gz"))
+		stem -= 3;
+	size_t n = stem + 64;
+	char *s = malloc(n);
+	if (!s)
+		return NULL;
+	int len = snprintf(s, n, "%.*s", (int)stem, out);
+	if (p->pid != T->main_pid)
+		len += snprintf(s + len, n - (size_t)len, ".%d", (int)p->pid);
+	if (live)
+		len += snprintf(s + len, n - (size_t)len, ".live-%u", live);
+	if (p->pid != T->main_pid || live || stem != strlen(out))
+		snprintf(s + len, n - (size_t)len, ".gz");
+	return s;
+}
+
+int run_write(struct tracer *T, struct proc *p, int live)
+{
+	char *path = run_snapshot_path(T, p, live ? ++T->live_written : 0);
+	if (!path)
+		return error("out of memory");
+	int rc = tracer_write_snapshot(T, p, live, path);
+	if (rc == 0 && !live) {
+		p->snap_written_at = tracer_now(T);
+		p->snap_peak_time = p->ledger.peak.time;
+	}
+	if (rc == 0 && live && !T->opts.quiet)
+		fprintf(stderr, "%s: live state of process %d written to %s\n", error_progname(), (int)p->pid, path);
+	free(path);
+	return rc;
+}
+
+void run_checkpoint(struct tracer *T)
+{
+	double now = tracer_now(T);
+	for (struct proc *p = T->procs; p; p = p->next) {
+		if (!p->profiled || !p->ready || !p->ledger.has_peak || p->ledger.peak.time == p->snap_peak_time)
+			continue;
+		if (p->snap_written_at && now - p->snap_written_at < CHECKPOINT_SECONDS)
+			continue;
+		/* A failure was reported; the next peak tries again, and the end reports it for good. */
+		run_write(T, p, 0);
+	}
+}
+
+void run_summary(struct proc *p, const char *path)
+{
+	const struct ledger_peak *pk = &p->ledger.peak;
+	fprintf(stderr, "%s: peak %.1f MiB resident (%.1f MiB reserved) at %.2f s; process peak RSS %.1f MiB\n",
+		error_progname(), (double)pk->charged / 1048576.0, (double)pk->reserved / 1048576.0, pk->time,
+		(double)p->vmhwm / 1048576.0);
+	fprintf(stderr, "%s: snapshot written to %s; read it with: ptfil-view %s\n", error_progname(), path, path);
+}
