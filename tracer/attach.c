@@ -390,3 +390,48 @@ int tracer_attach(const struct tracer_opts *o)
 	      WTERMSIG(status), (int)pid);
 	return 1;
 }
+
+/* True when some live heap block starts in [start, end): the allocator made that mapping for its blocks. */
+static int holds_blocks(const struct heap *h, uint64_t start, uint64_t end)
+{
+	for (size_t i = 0; i < h->cap; i++)
+		if (h->v[i].ptr >= start && h->v[i].ptr < end)
+			return 1;
+	return 0;
+}
+
+void proc_reconcile(struct tracer *T, struct proc *p)
+{
+	double now = tracer_now(T);
+	if (!p->wrappers || !p->ready || !p->nthreads || now - p->reconciled_at < 1.0)
+		return;
+	p->reconciled_at = now;
+	struct maps maps;
+	if (proc_maps_read(p->pid, &maps)) {
+		maps_fin(&maps);
+		return;
+	}
+	uint32_t node = STACKS_FAILED;
+	for (size_t i = 0; i < maps.n; i++) {
+		const struct maps_entry *e = &maps.v[i];
+		/* The brk heap and the main stack are the allocator's and the kernel's, seen otherwise. */
+		if (!maps_entry_is_anon(e) || !(e->perms & (MAPS_R | MAPS_W)) ||
+		    (e->path && (!strcmp(e->path, "[heap]") || !strncmp(e->path, "[stack", 6))))
+			continue;
+		if (ledger_overlaps(&p->ledger, e->start, e->end) || u64map_get(&p->seen, e->start) != U64MAP_NONE)
+			continue;
+		if (u64map_put(&p->seen, e->start, 1))
+			break;
+		if (holds_blocks(&p->heap, e->start, e->end))
+			continue;
+		/* Made by a raw system call, or by code with its own wrapper (the dynamic linker). */
+		if (node == STACKS_FAILED) {
+			uint32_t f = stacks_pseudo_frame(&T->stacks, "[unhooked mmap]");
+			node = f == STACKS_FAILED ? STACKS_ROOT : stacks_intern(&T->stacks, &f, 1);
+		}
+		if (ledger_add(&p->ledger, e->start, e->end, node, SNAP_KIND_PSEUDO))
+			break;
+		T->reconciled++;
+	}
+	maps_fin(&maps);
+}

@@ -166,6 +166,7 @@ static int build(struct tracer *T, struct proc *p, int live, struct snap *s)
 	    counter(s, &k, "unwind.stack_copies", T->unw.stack_copies) ||
 	    counter(s, &k, "unwind.memo_hits", T->unw.memo_hits) ||
 	    counter(s, &k, "residency.refreshes", T->refreshes) ||
+	    counter(s, &k, "attach.unhooked_mappings", T->reconciled) ||
 	    counter(s, &k, "residency.measures", p->ledger.measures) ||
 	    counter(s, &k, "heap.allocs", p->heap.allocs) ||
 	    counter(s, &k, "heap.frees", p->heap.frees + p->heap.unknown_frees) ||

@@ -241,10 +241,13 @@ static void forward_signals(struct tracer *T)
 /* The timer's work: residency for the timelines, peaks to disk, the end of --duration. */
 static void tick(struct tracer *T)
 {
-	if (T->opts.interval_ms)
-		for (struct proc *p = T->procs; p; p = p->next)
-			if (p->profiled)
-				sysc_poll(T, p);
+	for (struct proc *p = T->procs; p; p = p->next) {
+		if (!p->profiled)
+			continue;
+		proc_reconcile(T, p);
+		if (T->opts.interval_ms)
+			sysc_poll(T, p);
+	}
 	run_checkpoint(T);
 	if (T->deadline > 0 && tracer_now(T) >= T->deadline)
 		loop_leave = 1;

@@ -48,6 +48,7 @@ static struct proc *proc_new(struct tracer *T, pid_t pid)
 	heap_init(&p->heap, &p->ledger, T->opts.large_block, (uint64_t)sysconf(_SC_PAGESIZE));
 	hooks_init(&p->hooks);
 	modmap_init(&p->mm);
+	u64map_init(&p->seen);
 	p->status = -1;
 	/* The main process is profiled from the start; a child is decided at its first stop. */
 	p->profiled = pid == T->main_pid;
@@ -109,6 +110,7 @@ void proc_fin(struct proc *p)
 			free(*a);
 	free(p->argv);
 	free(p->samples);
+	u64map_fin(&p->seen);
 	resid_close(&p->resid);
 	heap_fin(&p->heap);
 	hooks_fin(&p->hooks);

@@ -41,6 +41,8 @@ struct proc {
 	double snap_written_at;/* when its peak snapshot was last written */
 	double snap_peak_time; /* the peak time that snapshot holds */
 	struct sample *samples; size_t n_samples;  /* the timeline, bounded */
+	double reconciled_at;  /* attach: when the maps were last compared with the ledger */
+	struct u64map seen;    /* attach: starts of mappings already looked at by proc_reconcile */
 	unsigned sample_stride, sample_skip;
 	struct resid resid;
 	struct ledger ledger;
@@ -109,6 +111,7 @@ struct tracer {
 	double deadline;       /* --duration: when to leave, 0 for never */
 	uint64_t stops[STOP__COUNT];
 	uint64_t refreshes;
+	uint64_t reconciled;      /* mappings found by proc_reconcile */
 	uint64_t nested_calls;    /* hooked calls made inside the allocator, not counted */
 	uint32_t main_stack_node;
 };
@@ -194,6 +197,12 @@ int proc_shares_vm(const struct proc *p);
 int procs_first_stop(struct tracer *T, struct tracee *t, int sig);
 /* After exec, before the new image is set up. Returns 1 when the thread was let go. */
 int procs_exec(struct tracer *T, struct tracee *t);
+/*
+ * Attach mode, at most once a second: anonymous mappings that no hooked call
+ * made (a raw mmap system call, the dynamic linker's own) and that hold no
+ * heap block are charged to the pseudo frame [unhooked mmap].
+ */
+void proc_reconcile(struct tracer *T, struct proc *p);
 /* Waits until every traced thread is parked. 0, or -1 after error(). */
 int tracer_park_all(struct tracer *T);
 

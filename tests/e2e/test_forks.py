@@ -1,3 +1,181 @@
+"""Process trees: fork, vfork/posix_spawn and exec, in launch and attach modes.
+
+Without --follow-forks a child runs as it would untraced (no breakpoint of ours left in it) and no
+snapshot is written for it. With --follow-forks every process of the tree is profiled: the main one
+at the output path, each child at STEM.CHILDPID.gz; an exec'd image starts a fresh ledger. Either
+way the program's output and exit status are those of an untraced run.
+"""
+import os
+import re
 import sys
-print("SKIP: not written yet")
-sys.exit(77)
+
+sys.path.insert(0, os.path.dirname(__file__))
+from ptfiltest import MiB, Attached, bare, charged_through, check_near, child_snapshots, launch, main, target, \
+    view_json
+
+FORKS = target("forks")
+PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+CHILD_PID = re.compile(rb"forks: child pid (\d+)")
+FOLLOW = ("-i", "0", "--follow-forks")
+NO_FOLLOW = ("-i", "0")
+
+
+def launched(argv, follow, stdin_data=None, timeout=300):
+    """Runs argv bare and under ptfil launch (with or without --follow-forks); checks that the output
+    and exit status are the same; returns the Run and its child snapshots {pid text: path}."""
+    b = bare(argv, stdin_data=stdin_data, timeout=timeout)
+    r = launch(argv, ptfil_args=FOLLOW if follow else NO_FOLLOW, stdin_data=stdin_data, timeout=timeout)
+    assert (r.returncode, r.stdout) == (b.returncode, b.stdout), "traced %r, untraced %r; ptfil's stderr: %s" % (
+        (r.returncode, r.stdout), (b.returncode, b.stdout), r.stderr.decode(errors="replace"))
+    return r, child_snapshots(r.snapshot)
+
+
+def child_pid(stderr):
+    m = CHILD_PID.search(stderr)
+    assert m, "forks did not report its child: %r" % stderr
+    return int(m.group(1))
+
+
+def check_child_snapshot(kids, pid, function, mib):
+    """Exactly one child snapshot, for pid, with about mib MiB charged through function."""
+    assert set(kids) == {str(pid)}, "child snapshots %r, expected one for %d" % (sorted(kids), pid)
+    doc = view_json(kids[str(pid)])
+    assert doc["process"]["pid"] == pid, doc["process"]
+    check_near("%s in the child's snapshot" % function, charged_through(doc, function), mib * MiB)
+    return doc
+
+
+def check_main_snapshot(doc, child_function):
+    """The parent's own snapshot: its 10 MiB, and nothing the child allocated."""
+    check_near("parent_alloc", charged_through(doc, "parent_alloc"), 10 * MiB)
+    assert charged_through(doc, child_function) == 0, "the child's %s is charged to the parent" % child_function
+
+
+def test_fork_followed():
+    r, kids = launched([FORKS, "fork"], follow=True)
+    assert r.returncode == 0 and r.stdout == b"forks fork\nchild holds 30 MiB\nchild exited 0\n", r.stdout
+    check_main_snapshot(r.json, "child_alloc")
+    check_child_snapshot(kids, child_pid(r.stderr), "child_alloc", 30)
+
+
+def test_fork_not_followed():
+    r, kids = launched([FORKS, "fork"], follow=False)
+    assert r.returncode == 0 and r.stdout == b"forks fork\nchild holds 30 MiB\nchild exited 0\n", r.stdout
+    assert not kids, "child snapshots without --follow-forks: %r" % sorted(kids)
+    check_main_snapshot(r.json, "child_alloc")
+
+
+def exec_modes(mode):
+    """mode (exec, spawn or vfork) starts the child image, which holds 20 MiB and exits 3."""
+    want = ("forks %s\nchild image holds 20 MiB\nchild exited 3\n" % mode).encode()
+    for follow in (False, True):
+        r, kids = launched([FORKS, mode], follow=follow)
+        assert r.returncode == 0 and r.stdout == want, (follow, r.stdout)
+        check_main_snapshot(r.json, "exec_image_alloc")
+        if follow:
+            check_child_snapshot(kids, child_pid(r.stderr), "exec_image_alloc", 20)
+        else:
+            assert not kids, "child snapshots without --follow-forks: %r" % sorted(kids)
+
+
+def test_fork_exec():
+    exec_modes("exec")
+
+
+def test_posix_spawn():
+    exec_modes("spawn")
+
+
+def test_vfork_exec():
+    exec_modes("vfork")
+
+
+SUBPROCESS = r"""
+import subprocess, sys
+r = subprocess.run(["/bin/echo", "from echo"], capture_output=True)
+print("echo", r.returncode, r.stdout, flush=True)
+r = subprocess.run([sys.executable, "-c", "import sys; print(sum(range(1000)), flush=True); sys.exit(4)"])
+print("python child", r.returncode, flush=True)
+sys.exit(3)
+"""
+
+POOL = r"""
+import multiprocessing, sys
+def square(x):
+    return x * x
+if __name__ == "__main__":
+    with multiprocessing.get_context("fork").Pool(2) as pool:
+        print(pool.map(square, range(20)), flush=True)
+    sys.exit(5)
+"""
+
+
+def check_readable(kids):
+    for name, path in kids.items():
+        doc = view_json(path)
+        assert str(doc["process"]["pid"]) == name, (path, doc["process"])
+
+
+def test_python_subprocess_run():
+    for follow in (False, True):
+        r, kids = launched([PYTHON, "-c", SUBPROCESS], follow=follow)
+        assert r.returncode == 3, (r.returncode, r.stderr)
+        assert r.stdout == b"echo 0 b'from echo\\n'\n499500\npython child 4\n", r.stdout
+        if follow:
+            # Two children: echo and the second interpreter, each with its own snapshot.
+            assert len(kids) == 2, sorted(kids)
+            check_readable(kids)
+        else:
+            assert not kids, sorted(kids)
+
+
+def test_python_multiprocessing_pool():
+    for follow in (False, True):
+        r, kids = launched([PYTHON, "-c", POOL], follow=follow)
+        assert r.returncode == 5, (r.returncode, r.stderr)
+        assert r.stdout == ("%s\n" % [x * x for x in range(20)]).encode(), r.stdout
+        if follow:
+            assert len(kids) >= 2, "a snapshot per worker expected: %r" % sorted(kids)
+            check_readable(kids)
+        else:
+            assert not kids, sorted(kids)
+
+
+def attach_wait_fork(follow):
+    """forks wait-fork, attached to before it allocates and forks: the tree runs as untraced, ptfil
+    leaves when the target exits (so it prints no detach line) and exits 0."""
+    b = bare([FORKS, "wait-fork"], stdin_data=b"go\n")
+    assert b.returncode == 0, b
+    with Attached([FORKS, "wait-fork"]) as a:
+        if follow:
+            a.attach("--follow-forks")
+        else:
+            a.attach()
+        a.send("go")
+        status, out = a.target_finish()
+        rc, err = a.finish()
+        assert (status, out) == (b.returncode, b.stdout), ((status, out), (b.returncode, b.stdout))
+        assert rc == 0, (rc, err)
+        assert "detached from process" not in err, err
+        doc = a.json()
+        assert doc["process"]["mode"] == "attach" and doc["process"]["pid"] == a.pid, doc["process"]
+        check_main_snapshot(doc, "child_alloc")
+        kids = child_snapshots(a.snap)
+        if follow:
+            check_child_snapshot(kids, child_pid(a.target_stderr()), "child_alloc", 30)
+        else:
+            assert not kids, "child snapshots without --follow-forks: %r" % sorted(kids)
+
+
+def test_attach_fork_followed():
+    attach_wait_fork(True)
+
+
+def test_attach_fork_not_followed():
+    attach_wait_fork(False)
+
+
+if __name__ == "__main__":
+    main([test_fork_followed, test_fork_not_followed, test_fork_exec, test_posix_spawn, test_vfork_exec,
+          test_python_subprocess_run, test_python_multiprocessing_pool, test_attach_fork_followed,
+          test_attach_fork_not_followed])
