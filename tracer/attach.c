@@ -118,7 +118,8 @@ int procs_exec(struct tracer *T, struct tracee *t)
 	p->shares_vm = 0;
 	if (was_shared && T->opts.follow_forks)
 		p->profiled = 1;
-	if (p->profiled) {
+	/* A launched program keeps the command line it was given; others show what they run now. */
+	if (p->profiled && (T->attach || p->pid != T->main_pid)) {
 		char **argv = proc_read_argv(p->pid);
 		if (argv) {
 			if (p->argv)
@@ -127,6 +128,8 @@ int procs_exec(struct tracer *T, struct tracee *t)
 			free(p->argv);
 			p->argv = argv;
 		}
+	}
+	if (p->profiled) {
 		p->hooks.wrappers = p->wrappers;
 		return 0;
 	}

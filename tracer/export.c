@@ -73,8 +73,10 @@ static int build(struct tracer *T, struct proc *p, int live, struct snap *s)
 		if (!(s->argv[i] = strdup(argv[i])))
 			return -1;
 	s->pid = p->pid;
-	s->start_time = T->start_time;
-	s->duration = p->end_time ? p->end_time : tracer_now(T);
+	/* Times in the snapshot count from when this process was first seen. */
+	double t0 = p->pid == T->main_pid ? 0 : p->started;
+	s->start_time = T->start_time + t0;
+	s->duration = (p->end_time ? p->end_time : tracer_now(T)) - t0;
 	s->exit_status = p->status;
 	if (p->nthreads) {
 		uint64_t hwm = resid_vmhwm(p->pid);
@@ -126,14 +128,14 @@ static int build(struct tracer *T, struct proc *p, int live, struct snap *s)
 	const struct ledger *l = &p->ledger;
 	if (live) {
 		/* What is live now stands in for the peak: a snapshot of the present, for leak hunting. */
-		s->peak.time = tracer_now(T);
+		s->peak.time = tracer_now(T) - t0;
 		s->peak.charged = l->charged;
 		s->peak.reserved = l->reserved;
 		s->peak.rss = p->nthreads ? resid_rss(&p->resid) : 0;
 		if (fill_stacks(l, l->by_stack, l->n_stacks, &s->stacks, &s->n_stacks))
 			return -1;
 	} else {
-		s->peak.time = l->peak.time;
+		s->peak.time = l->peak.time - t0;
 		s->peak.charged = l->peak.charged;
 		s->peak.reserved = l->peak.reserved;
 		s->peak.rss = l->peak.rss;
@@ -147,7 +149,7 @@ static int build(struct tracer *T, struct proc *p, int live, struct snap *s)
 		return -1;
 	s->n_samples = p->n_samples;
 	for (size_t i = 0; i < p->n_samples; i++) {
-		s->samples[i].time = p->samples[i].time;
+		s->samples[i].time = p->samples[i].time - t0;
 		s->samples[i].charged = p->samples[i].charged;
 		s->samples[i].rss = p->samples[i].rss;
 	}

@@ -50,6 +50,7 @@ static struct proc *proc_new(struct tracer *T, pid_t pid)
 	modmap_init(&p->mm);
 	u64map_init(&p->seen);
 	p->status = -1;
+	p->started = tracer_now(T);
 	/* The main process is profiled from the start; a child is decided at its first stop. */
 	p->profiled = pid == T->main_pid;
 	p->fresh = pid != T->main_pid;

@@ -35,6 +35,7 @@ struct proc {
 	int nthreads;
 	char **argv;           /* the command line, NULL-terminated (from /proc for all but a launched program) */
 	int status;            /* shell-style exit status, -1 while it runs */
+	double started;        /* when ptfil first saw it (tracer_now) */
 	double end_time;       /* when it exited, 0 while it runs */
 	uint64_t vmhwm;
 	uint64_t curbrk_addr;  /* libc's __curbrk, to read the break in attach mode; 0 unknown */

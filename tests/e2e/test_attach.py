@@ -1,6 +1,6 @@
 """ptfil attach: profile a running process, then leave it exactly as it was.
 
-Every way of leaving (SIGINT, SIGTERM, --duration) writes a snapshot in which what was resident
+Every way of leaving (SIGINT, SIGTERM, SIGHUP, --duration) writes a snapshot in which what was resident
 before the attach is charged to [before attach], removes every breakpoint (the target's code reads
 back byte for byte as before the attach), detaches, and lets the target finish with the output
 and exit status of an untraced run. Allocations after the attach are charged to their stacks.
@@ -78,8 +78,8 @@ def check_code_intact(a, before):
 
 
 def leave_loop(how):
-    """Attaches to attach_loop, lets it run about a second, leaves by how ("SIGINT", "SIGTERM" or
-    "duration"), then checks the snapshot, the target's code, its signal handler and its end."""
+    """Attaches to attach_loop, lets it run about a second, leaves by how ("SIGINT", "SIGTERM",
+    "SIGHUP" or "duration"), then checks the snapshot, the target's code, its signal handler and its end."""
     want_status, want_out = bare_loop()
     with Attached([LOOP, ITERATIONS]) as a:
         code_before = exec_mappings(a.pid)
@@ -124,6 +124,10 @@ def test_leave_on_duration():
 
 def test_leave_on_sigterm():
     leave_loop("SIGTERM")
+
+
+def test_leave_on_sighup():
+    leave_loop("SIGHUP")
 
 
 def hold_threads(a):
@@ -174,7 +178,7 @@ def test_sigusr1_writes_live_state():
         time.sleep(0.3)
         for n in (1, 2):
             a.signal(signal.SIGUSR1)
-            a.wait_stderr("live state written to", timeout=30, n=n)
+            a.wait_stderr(r"live state\b.*\bwritten to", timeout=30, n=n)
             path = live_snapshot(a.snap, n)
             assert os.path.exists(path), "no %s after SIGUSR1 number %d; stderr:\n%s" % (path, n, a.err.text())
             live = a.json(path)
@@ -207,13 +211,20 @@ def test_kill_9_leaves_last_peak_and_target_runs():
         release_threads(a)
 
 
-def test_stopped_target_stays_stopped():
+def stopped_target(when):
+    """attach_loop stopped by SIGSTOP before the attach or while attached stays stopped through the
+    detach (State T, no tracer), and on SIGCONT finishes as an untraced run does."""
     want_status, want_out = bare_loop()
     with Attached([LOOP, ITERATIONS]) as a:
-        os.kill(a.pid, signal.SIGSTOP)
-        wait_until(lambda: a.state() == "T", 10, "attach_loop to stop")
         code_before = exec_mappings(a.pid)
-        a.attach()
+        if when == "before":
+            os.kill(a.pid, signal.SIGSTOP)
+            wait_until(lambda: a.state() == "T", 10, "attach_loop to stop")
+            a.attach()
+        else:
+            a.attach()
+            time.sleep(0.5)
+            os.kill(a.pid, signal.SIGSTOP)
         time.sleep(0.5)
         # Traced, a stopped process shows t (tracing stop) or T: stopped either way, never running.
         assert a.state() in ("T", "t"), a.status("State")
@@ -236,7 +247,15 @@ def test_stopped_target_stays_stopped():
     check_attach_doc(doc, a.pid, 16 * MiB, rss)
 
 
+def test_stopped_before_attach_stays_stopped():
+    stopped_target("before")
+
+
+def test_stopped_while_attached_stays_stopped():
+    stopped_target("during")
+
+
 if __name__ == "__main__":
-    main([test_leave_on_sigint, test_leave_on_duration, test_leave_on_sigterm, test_threads_attributed,
-          test_sigusr1_writes_live_state, test_kill_9_leaves_last_peak_and_target_runs,
-          test_stopped_target_stays_stopped])
+    main([test_leave_on_sigint, test_leave_on_duration, test_leave_on_sigterm, test_leave_on_sighup,
+          test_threads_attributed, test_sigusr1_writes_live_state, test_kill_9_leaves_last_peak_and_target_runs,
+          test_stopped_before_attach_stays_stopped, test_stopped_while_attached_stays_stopped])
