@@ -147,9 +147,9 @@ static void hijack_and_go(struct tracer *T, struct tracee *t, const struct hook_
 {
 	struct proc *p = t->p;
 	uint64_t ret;
-	/* The return address is in the stack copy the unwinder just took. */
-	if (!p->hooks.trampoline_armed || (unwind_copied_word(&T->unw, regs->rsp, &ret) &&
-					   mem_read(&t->tid, regs->rsp, &ret, 8))) {
+	/* The return address is in the stack copy the unwinder took at this stop, if it took one. */
+	int copied = stack != STACKS_FAILED && unwind_copied_word(&T->unw, t->tid, regs->rsp, &ret) == 0;
+	if (!p->hooks.trampoline_armed || (!copied && mem_read(&t->tid, regs->rsp, &ret, 8))) {
 		/* No way to see the return: the call goes uncounted, the program unharmed. */
 		emulate_and_go(t, b, regs, NULL);
 		return;

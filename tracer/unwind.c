@@ -240,9 +240,9 @@ void unwind_flush(struct unwind *u)
 	u->gen++;
 }
 
-int unwind_copied_word(const struct unwind *u, uint64_t addr, uint64_t *val)
+int unwind_copied_word(const struct unwind *u, pid_t tid, uint64_t addr, uint64_t *val)
 {
-	if (addr < u->stack_lo || addr - u->stack_lo + sizeof(*val) > u->stack_len)
+	if (tid != u->tid || addr < u->stack_lo || addr - u->stack_lo + sizeof(*val) > u->stack_len)
 		return -1;
 	memcpy(val, u->stack + (addr - u->stack_lo), sizeof(*val));
 	return 0;

@@ -72,7 +72,7 @@ size_t unwind_run(struct unwind *u, uint64_t *ips, size_t max);
 /* Records the last unwind_run into m with its result; does nothing if it cannot be checked again. */
 void unwind_memo_store(struct unwind *u, struct unwind_memo *m, uint32_t stack);
 
-/* A word of the stack copy unwind_begin took. Returns 0, or -1 when addr is outside it. */
-int unwind_copied_word(const struct unwind *u, uint64_t addr, uint64_t *val);
+/* A word of the stack copy unwind_begin took of thread tid. Returns 0, or -1 when addr is outside it or the copy is another thread's. */
+int unwind_copied_word(const struct unwind *u, pid_t tid, uint64_t addr, uint64_t *val);
 
 #endif
