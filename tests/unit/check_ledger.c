@@ -933,6 +933,39 @@ START_TEST(test_random_operations_match_a_page_model)
 }
 END_TEST
 
+START_TEST(test_capped_range_never_rises_and_shrinks_with_its_pages)
+{
+	/* Memory there before ptfil: charged at its residency then; new pages are the new blocks'. */
+	struct ledger l;
+	ledger_init(&l, fake_measure, &F);
+	touch(0, 4);
+	ck_assert_int_eq(ledger_add_capped(&l, A(0), A(16), 2, 'p'), 0);
+	ck_assert_uint_eq(l.charged, 4 * PG);
+	ck_assert_uint_eq(l.reserved, 16 * PG);
+	/* Pages that go take their charge with them... */
+	drop(0, 1);
+	ledger_refresh_all(&l);
+	ck_assert_uint_eq(l.charged, 3 * PG);
+	/* ...pages that come later do not add to it. */
+	touch(4, 10);
+	ledger_refresh_all(&l);
+	ck_assert_uint_eq(l.charged, 3 * PG);
+	drop(3, 16);
+	ledger_refresh_all(&l);
+	ck_assert_uint_eq(l.charged, 0);
+	/* Once down, it stays down when pages come back. */
+	touch(0, 16);
+	ledger_refresh_all(&l);
+	ck_assert_uint_eq(l.charged, 0);
+	/* A range added over part of it (a block allocated there) is charged in full. */
+	add(&l, 4, 8, 5);
+	ck_assert_uint_eq(l.charged, 4 * PG);
+	expect_stack(&l, 5, 4 * PG, 4 * PG, 1);
+	expect_stack(&l, 2, 0, 12 * PG, 2);
+	ledger_fin(&l);
+}
+END_TEST
+
 Suite *ledger_suite(void)
 {
 	Suite *s = suite_create("ledger");
@@ -956,6 +989,7 @@ Suite *ledger_suite(void)
 	tcase_add_test(tc, test_overlaps_at_the_edges);
 	tcase_add_test(tc, test_adjacent_ranges_are_charged_each_by_its_own_pages);
 	tcase_add_test(tc, test_peak_records_first_and_higher_charges_only);
+	tcase_add_test(tc, test_capped_range_never_rises_and_shrinks_with_its_pages);
 	suite_add_tcase(s, tc);
 
 	TCase *rt = tcase_create("ledger-model");
