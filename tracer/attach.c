@@ -223,6 +223,19 @@ static void unpark_all(struct tracer *T)
 		}
 }
 
+/* The command name of pid into buf; buf is left as it was when it cannot be read. */
+static void read_comm(pid_t pid, char *buf, size_t n)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return;
+	if (fgets(buf, (int)n, f))
+		buf[strcspn(buf, "\n")] = '\0';
+	fclose(f);
+}
+
 static int trace(struct tracer *T, pid_t pid)
 {
 	double t_start = tracer_now(T);
@@ -262,14 +275,7 @@ static int trace(struct tracer *T, pid_t pid)
 	double took = tracer_now(T) - t_start;
 	if (!T->opts.quiet) {
 		char comm[64] = "?";
-		char path[64];
-		snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
-		FILE *f = fopen(path, "re");
-		if (f) {
-			if (fgets(comm, sizeof(comm), f))
-				comm[strcspn(comm, "\n")] = '\0';
-			fclose(f);
-		}
+		read_comm(pid, comm, sizeof(comm));
 		fprintf(stderr, "%s: attached to process %d (%s, %d thread%s) in %.1f ms; Ctrl-C to detach\n",
 			error_progname(), (int)pid, comm, nthreads, nthreads == 1 ? "" : "s", took * 1000.0);
 	}
@@ -302,14 +308,8 @@ static int trace(struct tracer *T, pid_t pid)
 
 static char *default_output(pid_t pid)
 {
-	char path[64], comm[64] = "process";
-	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
-	FILE *f = fopen(path, "re");
-	if (f) {
-		if (fgets(comm, sizeof(comm), f))
-			comm[strcspn(comm, "\n")] = '\0';
-		fclose(f);
-	}
+	char comm[64] = "process";
+	read_comm(pid, comm, sizeof(comm));
 	/* A name with a slash would make a path: keep to the file name. */
 	for (char *c = comm; *c; c++)
 		if (*c == '/')

@@ -69,8 +69,8 @@ static void on_exit_event(struct tracer *T, struct tracee *t)
 	sysc_poll(T, p);
 }
 
-/* Returns 1 when the thread was let go (it must not be restarted). */
-static int on_exec(struct tracer *T, struct tracee *t)
+/* After exec: the thread may have had another tid, and the image has none of the old breakpoints. */
+static void new_image(struct tracer *T, struct tracee *t)
 {
 	unsigned long former = 0;
 	ptrace(PTRACE_GETEVENTMSG, t->tid, 0, &former);
@@ -82,11 +82,17 @@ static int on_exec(struct tracer *T, struct tracee *t)
 	}
 	struct proc *p = t->p;
 	t->in_alloc = 0;
-	/* A new image has none of the old breakpoints. */
 	int wrappers = p->hooks.wrappers;
 	hooks_fin(&p->hooks);
 	hooks_init(&p->hooks);
 	p->hooks.wrappers = wrappers;
+}
+
+/* Returns 1 when the thread was let go (it must not be restarted). */
+static int on_exec(struct tracer *T, struct tracee *t)
+{
+	struct proc *p = t->p;
+	new_image(T, t);
 	if (procs_exec(T, t))
 		return 1;
 	if (p->profiled && sysc_exec(T, p))
@@ -99,20 +105,24 @@ static int is_stop_signal(int sig)
 	return sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU;
 }
 
-void loop_dispatch(struct tracer *T, pid_t tid, int status)
+/* The thread a waitpid result is about, when it is a stop; an exit is dealt with here. */
+static struct tracee *stopped_thread(struct tracer *T, pid_t tid, int status)
 {
 	struct tracee *t = tracer_find(T, tid);
-	if (!t) {
-		/* A new thread or child can report before its creator's event. */
-		t = tracer_add_thread(T, tid);
-		if (!t)
-			return;
-	}
+	/* A new thread or child can report before its creator's event. */
+	if (!t && !(t = tracer_add_thread(T, tid)))
+		return NULL;
 	if (WIFEXITED(status) || WIFSIGNALED(status)) {
 		on_exit_status(T, t, status);
-		return;
+		return NULL;
 	}
-	if (!WIFSTOPPED(status))
+	return WIFSTOPPED(status) ? t : NULL;
+}
+
+void loop_dispatch(struct tracer *T, pid_t tid, int status)
+{
+	struct tracee *t = stopped_thread(T, tid, status);
+	if (!t)
 		return;
 	int sig = WSTOPSIG(status);
 	int event = status >> 16;
@@ -285,14 +295,8 @@ void loop_run(struct tracer *T)
 
 void loop_park(struct tracer *T, pid_t tid, int status)
 {
-	struct tracee *t = tracer_find(T, tid);
-	if (!t && !(t = tracer_add_thread(T, tid)))
-		return;
-	if (WIFEXITED(status) || WIFSIGNALED(status)) {
-		on_exit_status(T, t, status);
-		return;
-	}
-	if (!WIFSTOPPED(status))
+	struct tracee *t = stopped_thread(T, tid, status);
+	if (!t)
 		return;
 	int sig = WSTOPSIG(status);
 	int event = status >> 16;
@@ -326,20 +330,10 @@ void loop_park(struct tracer *T, pid_t tid, int status)
 			tracer_add_thread(T, (pid_t)child);
 		return;
 	}
-	case PTRACE_EVENT_EXEC: {
-		unsigned long former = 0;
-		ptrace(PTRACE_GETEVENTMSG, t->tid, 0, &former);
-		if ((pid_t)former != t->tid) {
-			struct tracee *old = tracer_find(T, (pid_t)former);
-			if (old)
-				tracer_remove_thread(T, old);
-		}
-		t->in_alloc = 0;
+	case PTRACE_EVENT_EXEC:
+		new_image(T, t);
 		p->shares_vm = 0;
-		hooks_fin(&p->hooks);
-		hooks_init(&p->hooks);
 		return;
-	}
 	case 0:
 		if (sig == SIGTRAP && calls_park_trap(T, t))
 			return;
