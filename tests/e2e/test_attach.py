@@ -171,6 +171,39 @@ def test_threads_attributed():
     check_near("peak", doc["peak"]["charged_bytes"], 48 * MiB, rel=REL)
 
 
+RAW_MMAP = r"""
+import ctypes, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_void_p
+print("ready", flush=True)
+sys.stdin.readline()
+# mmap(NULL, 12 MiB, PROT_READ|PROT_WRITE, MAP_PRIVATE|MAP_ANONYMOUS) as a raw system call: no libc wrapper sees it.
+size = 12 << 20
+addr = libc.syscall(9, None, ctypes.c_size_t(size), 3, 0x22, -1, 0)
+ctypes.memset(addr, 1, size)
+print("holding", flush=True)
+sys.stdin.readline()
+"""
+
+
+def test_raw_syscall_mapping_found_by_reconciling():
+    """A mapping made by a raw system call, past the hooked wrappers, is charged to [unhooked mmap]."""
+    python = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
+    with Attached([python, "-c", RAW_MMAP]) as a:
+        a.attach()
+        a.send("")
+        a.wait_output("holding")
+        time.sleep(1.5)  # the maps are compared with the ledger once a second
+        a.signal(signal.SIGINT)
+        rc, err = a.finish()
+        assert rc == 0, (rc, err)
+        a.send("")
+        status, out = a.target_finish()
+        assert status == 0, (status, out)
+        doc = a.json()
+    check_near("[unhooked mmap]", charged_through(doc, "[unhooked mmap]"), 12 * MiB, rel=0.05)
+
+
 def test_sigusr1_writes_live_state():
     with Attached([THREADS]) as a:
         a.attach()
@@ -256,6 +289,6 @@ def test_stopped_while_attached_stays_stopped():
 
 
 if __name__ == "__main__":
-    main([test_leave_on_sigint, test_leave_on_duration, test_leave_on_sigterm, test_leave_on_sighup,
+    main([test_raw_syscall_mapping_found_by_reconciling, test_leave_on_sigint, test_leave_on_duration, test_leave_on_sigterm, test_leave_on_sighup,
           test_threads_attributed, test_sigusr1_writes_live_state, test_kill_9_leaves_last_peak_and_target_runs,
           test_stopped_before_attach_stays_stopped, test_stopped_while_attached_stays_stopped])

@@ -167,6 +167,34 @@ def attach_wait_fork(follow):
             assert not kids, "child snapshots without --follow-forks: %r" % sorted(kids)
 
 
+WAIT_THEN = r"""
+import sys
+print("ready", flush=True)
+sys.stdin.readline()
+exec(sys.argv[1])
+"""
+
+
+def test_attach_python_subprocess_and_pool():
+    """The same two Python programs, attached to while they wait for a line, then let go."""
+    for program, status, expect in ((SUBPROCESS, 3, b"echo 0 b'from echo\\n'\n499500\npython child 4\n"),
+                                    (POOL, 5, ("%s\n" % [x * x for x in range(20)]).encode())):
+        for follow in (False, True):
+            with Attached([PYTHON, "-c", WAIT_THEN, program]) as a:
+                a.attach(*(["--follow-forks"] if follow else []))
+                a.send("")
+                status_, out = a.target_finish()
+                rc, err = a.finish()
+                assert (status_, out) == (status, b"ready\n" + expect), (status_, out, err)
+                assert rc == 0, (rc, err)
+                kids = child_snapshots(a.snap)
+                if follow:
+                    assert len(kids) >= 2, "a snapshot per child expected: %r" % sorted(kids)
+                    check_readable(kids)
+                else:
+                    assert not kids, sorted(kids)
+
+
 def test_attach_fork_followed():
     attach_wait_fork(True)
 
@@ -177,5 +205,6 @@ def test_attach_fork_not_followed():
 
 if __name__ == "__main__":
     main([test_fork_followed, test_fork_not_followed, test_fork_exec, test_posix_spawn, test_vfork_exec,
-          test_python_subprocess_run, test_python_multiprocessing_pool, test_attach_fork_followed,
+          test_python_subprocess_run, test_python_multiprocessing_pool, test_attach_python_subprocess_and_pool,
+          test_attach_fork_followed,
           test_attach_fork_not_followed])
