@@ -11,7 +11,6 @@
  * cleanly instead of leaving breakpoints behind with no one to answer them.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <dirent.h>
 #include <signal.h>
 #include <stdio.h>

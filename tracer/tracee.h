@@ -38,7 +38,6 @@ struct proc {
 	double started;        /* when ptfil first saw it (tracer_now) */
 	double end_time;       /* when it exited, 0 while it runs */
 	uint64_t vmhwm;
-	uint64_t curbrk_addr;  /* libc's __curbrk, to read the break in attach mode; 0 unknown */
 	double snap_written_at;/* when its peak snapshot was last written */
 	double snap_peak_time; /* the peak time that snapshot holds */
 	struct sample *samples; size_t n_samples;  /* the timeline, bounded */
