@@ -38,6 +38,9 @@ struct reader {
 	size_t n_strs, cap_strs;
 	size_t cap_argv, cap_modules, cap_frames, cap_nodes, cap_stacks, cap_live,
 		cap_samples, cap_counters;
+	uint32_t *depth;        /* frames of each stack node (the root has none) */
+	size_t cap_depth;
+	uint64_t stack_frames;  /* sum of the depths of the `k` and `l` records so far */
 	unsigned seen;          /* singleton records met so far, bit per enum single */
 	int ended;
 };
@@ -393,6 +396,10 @@ static int rec_stack(struct reader *r, char **f, struct snap_stack **arr, size_t
 	if (split(r, f, 5) < 0 ||
 	    parse_index(r, f[0], r->s->n_nodes, &st.node, "stack node") < 0)
 		return -1;
+	r->stack_frames += r->depth[st.node];
+	if (r->stack_frames > SNAP_MAX_STACK_FRAMES)
+		return bad(r, "snapshot too large (its stacks hold more than %llu frames in all)",
+			   (unsigned long long)SNAP_MAX_STACK_FRAMES);
 	if (f[1][1] || (f[1][0] != SNAP_KIND_MMAP && f[1][0] != SNAP_KIND_BRK &&
 			f[1][0] != SNAP_KIND_HEAP && f[1][0] != SNAP_KIND_PSEUDO))
 		return bad(r, "unknown stack kind '%.8s'", f[1]);
@@ -522,8 +529,12 @@ static int record(struct reader *r)
 		/* The parent must come first: this is what makes the trie acyclic. */
 		if (parse_index(r, f[0], s->n_nodes, &parent, "parent node") < 0 ||
 		    parse_index(r, f[1], s->n_frames, &frame, "frame") < 0 ||
-		    grow(r, &s->nodes, &r->cap_nodes, s->n_nodes, sizeof(*s->nodes)) < 0)
+		    grow(r, &s->nodes, &r->cap_nodes, s->n_nodes, sizeof(*s->nodes)) < 0 ||
+		    grow(r, &r->depth, &r->cap_depth, s->n_nodes, sizeof(*r->depth)) < 0)
 			return -1;
+		if (r->depth[parent] >= SNAP_MAX_DEPTH)
+			return bad(r, "stack node %zu is more than %u frames deep", s->n_nodes, SNAP_MAX_DEPTH);
+		r->depth[s->n_nodes] = r->depth[parent] + 1;
 		s->nodes[s->n_nodes].parent = parent;
 		s->nodes[s->n_nodes].frame = frame;
 		s->n_nodes++;
@@ -597,7 +608,9 @@ static int read_all(struct reader *r)
 	int rc = header(r);
 
 	/* Node 0, the root, is implicit in the file. */
-	if (rc == 0 && grow(r, &r->s->nodes, &r->cap_nodes, 0, sizeof(*r->s->nodes)) == 0) {
+	if (rc == 0 && grow(r, &r->s->nodes, &r->cap_nodes, 0, sizeof(*r->s->nodes)) == 0 &&
+	    grow(r, &r->depth, &r->cap_depth, 0, sizeof(*r->depth)) == 0) {
+		r->depth[0] = 0;
 		r->s->nodes[0].parent = 0;
 		r->s->nodes[0].frame = 0;
 		r->s->n_nodes = 1;
@@ -635,6 +648,7 @@ static int run(struct reader *r, struct snap *s)
 	for (size_t i = 0; i < r->n_strs; i++)
 		free(r->strs[i]);
 	free(r->strs);
+	free(r->depth);
 	free(r->line);
 	return rc;
 }

@@ -42,5 +42,12 @@ enum snap_tag {
 #define SNAP_MAX_LINE (1u << 20)                 /* bytes per line, newline excluded */
 #define SNAP_MAX_MEMORY ((uint64_t)1 << 30)      /* bytes of records held in memory */
 #define SNAP_MAX_INPUT ((uint64_t)4 << 30)       /* uncompressed bytes read in all */
+/*
+ * Frames per stack, and frames over all `k` and `l` records: what a renderer
+ * that lists every frame of every stack (JSON) does is bounded by the file,
+ * not by stacks x depth of a small hostile file.
+ */
+#define SNAP_MAX_DEPTH 4096u
+#define SNAP_MAX_STACK_FRAMES ((uint64_t)1 << 27)
 
 #endif

@@ -621,3 +621,19 @@ int sym_entry(const struct sym_file *f, uint64_t *offset)
 	*offset = eh.e_entry - f->bias;
 	return 0;
 }
+
+/* The C++ runtime's demangler (libstdc++, the Itanium C++ ABI); ptfil links -lstdc++ for it. */
+extern char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
+
+char *sym_demangle(const char *name)
+{
+	int status = 0;
+	if (!name || name[0] != '_' || name[1] != 'Z')
+		return NULL;
+	char *d = __cxa_demangle(name, NULL, NULL, &status);
+	if (status != 0) {
+		free(d);
+		return NULL;
+	}
+	return d;
+}

@@ -31,6 +31,13 @@ const char *sym_build_id(const struct sym_file *f);
 const char *sym_lookup(const struct sym_file *f, uint64_t offset, uint64_t *delta);
 
 /*
+ * The readable form of a C++ (Itanium ABI) symbol name, "operator new(unsigned
+ * long)" for "_Znwm", in a string the caller frees; NULL when name is not a
+ * mangled C++ name (C functions stay as they are) or cannot be demangled.
+ */
+char *sym_demangle(const char *name);
+
+/*
  * Copies len bytes found at module offset `offset` in the object's loaded
  * image (translated through its PT_LOAD segments to file contents). Returns 0,
  * or -1 (silently) when any byte is not backed by the file (bss, out of range).

@@ -1,13 +1,20 @@
-/* ptfil-view: reads a snapshot and prints it as a report or as JSON. */
+/*
+ * ptfil-view: reads a snapshot (or two, for a diff) and prints it as a
+ * report, JSON, folded stacks, an SVG flame graph or an HTML page.
+ */
 #include "tools/view.h"
+#include "tools/flame.h"
 #include "common/error.h"
 #include "common/snap.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #ifndef PTFIL_VERSION
 #define PTFIL_VERSION "unknown"
@@ -15,21 +22,38 @@
 
 #define EXIT_USAGE 2
 
+enum format { FMT_TEXT, FMT_JSON, FMT_FOLDED, FMT_SVG, FMT_HTML };
+
 static void usage(FILE *out)
 {
 	fprintf(out,
 		"Usage: ptfil-view [OPTIONS] SNAPSHOT\n"
-		"Print the peak-memory report of a snapshot written by ptfil.\n"
+		"       ptfil-view --diff [OPTIONS] BEFORE AFTER\n"
+		"Show the peak-memory profile in a snapshot written by ptfil: a report, a flame\n"
+		"graph, an HTML page, folded stacks or JSON.\n"
 		"\n"
-		"  -j, --json      print one JSON document (docs/json-output.md) instead of the report\n"
-		"  -n, --top N     show the N largest stacks at the peak (default %d; 0 for all);\n"
-		"                  JSON lists every stack unless --top is given\n"
-		"  -d, --depth N   show at most N frames per stack in the report (default: 12,\n"
-		"                  fewer when many stacks are shown, so the report fits a screen)\n"
-		"  -h, --help      show this help and exit\n"
-		"  -V, --version   show the version and exit\n"
+		"Output (the text report unless one of these is given):\n"
+		"  -j, --json         one JSON document (docs/json-output.md)\n"
+		"  -F, --folded       folded stacks, 'outer;...;inner BYTES' per line, for\n"
+		"                     flamegraph.pl, inferno and speedscope\n"
+		"  -s, --svg          an interactive flame graph as one SVG file\n"
+		"  -H, --html         a self-contained HTML report: flame graph, timeline, tables\n"
+		"  -o, --output FILE  write to FILE instead of standard output\n"
 		"\n"
-		"Exit status: 0 on success, 1 if the snapshot cannot be read, 2 on a usage error.\n",
+		"What to show:\n"
+		"  -D, --diff         compare two snapshots: the stacks that grew or shrank\n"
+		"                     from BEFORE to AFTER\n"
+		"  -L, --live         what was still live at the end of the run, instead of\n"
+		"                     the peak\n"
+		"  -n, --top N        show the N largest stacks and functions (default %d;\n"
+		"                     0 for all); JSON lists every stack unless --top is given\n"
+		"  -d, --depth N      show at most N frames per stack in the report (default: 12,\n"
+		"                     fewer when many stacks are shown, so the report fits a screen)\n"
+		"  -h, --help         show this help and exit\n"
+		"  -V, --version      show the version and exit\n"
+		"\n"
+		"Exit status: 0 on success, 1 if a snapshot cannot be read or the output cannot\n"
+		"be written, 2 on a usage error.\n",
 		VIEW_DEFAULT_TOP);
 }
 
@@ -53,26 +77,144 @@ static size_t parse_count(const char *arg)
 	return (size_t)v;
 }
 
+static void set_format(enum format *fmt, enum format want, const char *opt)
+{
+	if (*fmt != FMT_TEXT && *fmt != want)
+		usage_error("%s cannot be combined with another output format", opt);
+	*fmt = want;
+}
+
+/*
+ * The output: standard output, or with --output a temporary file beside FILE
+ * renamed over it once complete, so a failed run (full disk, bad snapshot)
+ * never leaves a truncated report where a good one was.
+ */
+struct output {
+	FILE *fp;
+	const char *path;  /* NULL for standard output */
+	char *tmp;
+};
+
+static int output_open(struct output *o, const char *path)
+{
+	o->path = path;
+	o->tmp = NULL;
+	if (!path) {
+		o->fp = stdout;
+		return 0;
+	}
+	size_t n = strlen(path) + 32;
+	o->tmp = malloc(n);
+	if (!o->tmp)
+		return error("out of memory");
+	snprintf(o->tmp, n, "%s.tmp.%ld", path, (long)getpid());
+	int fd = open(o->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		error_errno("%s: cannot create", path);
+		free(o->tmp);
+		o->tmp = NULL;
+		return -1;
+	}
+	o->fp = fdopen(fd, "w");
+	if (!o->fp) {
+		close(fd);
+		unlink(o->tmp);
+		free(o->tmp);
+		o->tmp = NULL;
+		return error("out of memory");
+	}
+	return 0;
+}
+
+/* Finishes the output: ok says whether the renderer succeeded. Returns 0 or -1 after error(). */
+static int output_close(struct output *o, int ok)
+{
+	int rc = 0;
+	if (!o->path) {
+		if (fflush(stdout) != 0 || ferror(stdout))
+			return ok ? error_errno("cannot write the output") : -1;
+		return ok ? 0 : -1;
+	}
+	if (fflush(o->fp) != 0 || ferror(o->fp) || fsync(fileno(o->fp)) != 0) {
+		if (ok)
+			error_errno("%s: cannot write", o->path);
+		ok = 0;
+	}
+	if (fclose(o->fp) != 0 && ok) {
+		error_errno("%s: cannot write", o->path);
+		ok = 0;
+	}
+	if (ok && rename(o->tmp, o->path) != 0) {
+		error_errno("%s: cannot rename %s to it", o->path, o->tmp);
+		ok = 0;
+	}
+	if (!ok) {
+		unlink(o->tmp);
+		rc = -1;
+	}
+	free(o->tmp);
+	return rc;
+}
+
+static int render(FILE *out, enum format fmt, int diff, const struct snap *a, const struct snap *b,
+		  const struct view_options *o)
+{
+	if (!diff && fmt == FMT_TEXT)
+		return view_text(out, a, o);
+	if (!diff && fmt == FMT_JSON)
+		return view_json(out, a, o);
+
+	struct flame f;
+	int rc = flame_build(&f, a, b, o->set);
+	if (rc == 0) {
+		switch (fmt) {
+		case FMT_TEXT: rc = view_diff_text(out, a, b, &f, o); break;
+		case FMT_JSON: rc = view_diff_json(out, a, b, &f, o); break;
+		case FMT_FOLDED: rc = view_folded(out, a, b, &f, o); break;
+		case FMT_SVG: rc = view_svg(out, a, b, &f, o); break;
+		case FMT_HTML: rc = view_html(out, a, b, &f, o); break;
+		}
+	}
+	flame_fin(&f);
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	static const struct option longopts[] = {
 		{ "json", no_argument, NULL, 'j' },
+		{ "folded", no_argument, NULL, 'F' },
+		{ "svg", no_argument, NULL, 's' },
+		{ "html", no_argument, NULL, 'H' },
+		{ "output", required_argument, NULL, 'o' },
+		{ "diff", no_argument, NULL, 'D' },
+		{ "live", no_argument, NULL, 'L' },
 		{ "top", required_argument, NULL, 'n' },
 		{ "depth", required_argument, NULL, 'd' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
-	struct view_options o = { .top = VIEW_DEFAULT_TOP };
-	int json = 0, c;
+	struct view_options o = { .top = VIEW_DEFAULT_TOP, .set = FLAME_PEAK };
+	enum format fmt = FMT_TEXT;
+	const char *output = NULL;
+	int diff = 0, c;
 
 	error_set_progname("ptfil-view");
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":jn:d:hV", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":jFsHo:DLn:d:hV", longopts, NULL)) != -1) {
 		switch (c) {
-		case 'j':
-			json = 1;
+		case 'j': set_format(&fmt, FMT_JSON, "--json"); break;
+		case 'F': set_format(&fmt, FMT_FOLDED, "--folded"); break;
+		case 's': set_format(&fmt, FMT_SVG, "--svg"); break;
+		case 'H': set_format(&fmt, FMT_HTML, "--html"); break;
+		case 'o':
+			if (!*optarg)
+				usage_error("%s", "--output needs a file name");
+			output = optarg;
 			break;
+		case 'D': diff = 1; break;
+		case 'L': o.set = FLAME_LIVE; break;
 		case 'n':
 			o.top = parse_count(optarg);
 			o.top_set = 1;
@@ -95,21 +237,33 @@ int main(int argc, char **argv)
 			usage_error("unknown option '%s'", argv[optind - 1]);
 		}
 	}
-	if (optind == argc)
-		usage_error("%s", "missing SNAPSHOT");
-	if (optind + 1 < argc)
-		usage_error("unexpected argument '%s' (one SNAPSHOT only)", argv[optind + 1]);
+	int want = diff ? 2 : 1;
+	if (argc - optind < want)
+		usage_error("%s", diff ? "--diff needs two snapshots, BEFORE and AFTER" : "missing SNAPSHOT");
+	if (argc - optind > want)
+		usage_error(diff ? "unexpected argument '%s' (--diff compares two snapshots)"
+				 : "unexpected argument '%s' (one SNAPSHOT only; --diff compares two)",
+			    argv[optind + want]);
+	if (fmt == FMT_TEXT && o.set == FLAME_LIVE && !diff)
+		usage_error("%s", "--live applies to --folded, --svg, --html and --diff (the report shows what was live at the end)");
+	o.name_a = argv[optind];
+	o.name_b = diff ? argv[optind + 1] : NULL;
 
-	struct snap s;
-	if (snap_read(argv[optind], &s) < 0) {
-		snap_fin(&s);
-		return 1;
+	/* Both snapshots are read before anything is written, so a bad one leaves no output. */
+	struct snap a, b;
+	int rc = snap_read(o.name_a, &a);
+	snap_init(&b);
+	if (rc == 0 && diff)
+		rc = snap_read(o.name_b, &b);
+	if (rc == 0) {
+		struct output out;
+		rc = output_open(&out, output);
+		if (rc == 0) {
+			rc = render(out.fp, fmt, diff, &a, diff ? &b : NULL, &o);
+			rc = output_close(&out, rc == 0);
+		}
 	}
-	int rc = json ? view_json(stdout, &s, &o) : view_text(stdout, &s, &o);
-	snap_fin(&s);
-	if (fflush(stdout) != 0 || ferror(stdout)) {
-		error_errno("cannot write the report");
-		return 1;
-	}
+	snap_fin(&a);
+	snap_fin(&b);
 	return rc < 0 ? 1 : 0;
 }

@@ -37,7 +37,8 @@ static void usage(FILE *f)
 		"  -i, --interval MS     poll residency every MS milliseconds for the timeline\n"
 		"                        (default %d; 0 turns the poll off)\n"
 		"  -l, --large-block BYTES  charge heap blocks of BYTES or more by their resident\n"
-		"                        pages, smaller ones by their size (default 65536)\n"
+		"                        pages, smaller ones by their size (default 65536;\n"
+		"                        K and M suffixes: 64K, 1M)\n"
 		"  -q, --quiet           print nothing on stderr but errors\n"
 		"  -h, --help            show this help\n"
 		"  -V, --version         show the version\n"
@@ -49,8 +50,8 @@ static void usage(FILE *f)
 		"attach exits with 0 once detached (or PID exited) and the snapshot written;\n"
 		"3 when PID does not exist or is a zombie, 4 when ptfil may not trace it\n"
 		"(another user, kernel.yama.ptrace_scope, no CAP_SYS_PTRACE), 5 when it is\n"
-		"already traced (a debugger). Both: 2 for a usage error, 1 when ptfil\n"
-		"itself failed.\n",
+		"already traced (a debugger), 2 when PID is ptfil itself or its parent.\n"
+		"Both: 2 for a usage error, 1 when ptfil itself failed.\n",
 		DEFAULT_INTERVAL_MS);
 }
 

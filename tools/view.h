@@ -11,14 +11,19 @@
 #include <stdio.h>
 
 #include "common/snap.h"
+#include "tools/flame.h"
 
 struct view_options {
 	size_t top;      /* stacks shown, 0 for all */
 	int top_set;     /* --top was given: JSON honours it too (it lists all by default) */
 	size_t depth;    /* frames shown per stack in text, 0 to choose from the number of stacks */
+	enum flame_set set;      /* --live: the stacks still live at the end instead of the peak */
+	const char *name_a;      /* the snapshot file as given (in a diff, the one before) */
+	const char *name_b;      /* in a diff, the one after; NULL otherwise */
 };
 
 #define VIEW_DEFAULT_TOP 10
+#define VIEW_DEFAULT_LIVE_TOP 5  /* stacks still live at the end shown in the report without --top */
 
 /*
  * Write the report for s to out. Return 0, or -1 after error() when memory
@@ -26,6 +31,33 @@ struct view_options {
  */
 int view_text(FILE *out, const struct snap *s, const struct view_options *o);
 int view_json(FILE *out, const struct snap *s, const struct view_options *o);
+
+/*
+ * The renderers over the frame tree. a is the snapshot (in a diff, the one
+ * before), b the one after or NULL, f their tree (flame_build(f, a, b, o->set)).
+ * Same return convention as view_text.
+ *
+ * view_folded: collapsed stacks, one line per stack, "outer;...;inner BYTES"
+ * (in a diff "outer;...;inner BEFORE AFTER", as flamegraph.pl --diff reads).
+ * view_svg: a self-contained interactive flame graph (one <g class="frame">
+ * per node drawn). view_html: the whole report as one self-contained page.
+ * view_diff_text / view_diff_json: the stacks that grew or shrank.
+ */
+int view_folded(FILE *out, const struct snap *a, const struct snap *b, const struct flame *f,
+		const struct view_options *o);
+int view_svg(FILE *out, const struct snap *a, const struct snap *b, const struct flame *f,
+	     const struct view_options *o);
+int view_html(FILE *out, const struct snap *a, const struct snap *b, const struct flame *f,
+	      const struct view_options *o);
+int view_diff_text(FILE *out, const struct snap *a, const struct snap *b, const struct flame *f,
+		   const struct view_options *o);
+int view_diff_json(FILE *out, const struct snap *a, const struct snap *b, const struct flame *f,
+		   const struct view_options *o);
+
+/* "1.5 MiB", "12 B": binary units, one decimal, into buf of at least 32 bytes. */
+void view_format_size(char *buf, size_t size, uint64_t bytes);
+/* "750.0 ms", "1.50 s", "120 s". */
+void view_format_time(char *buf, size_t size, double seconds);
 
 /*
  * Pointers to the n stacks of st, largest first: by charged bytes, then
@@ -46,6 +78,19 @@ void view_format_double(char *buf, size_t size, double v);
 
 /* Length of the valid UTF-8 sequence at p (at most n bytes), or 0 if p starts an invalid one. */
 size_t view_utf8_len(const unsigned char *p, size_t n);
+
+/*
+ * Writes s for a terminal: control bytes and invalid UTF-8 as \xHH (a file
+ * must not be able to send escape sequences), at most max bytes, then "...".
+ */
+void view_put_safe(FILE *out, const char *s, size_t max);
+
+/*
+ * The nodes of a two-slot tree whose own (self) charged bytes differ, largest
+ * change first; *grew and *shrank count each direction. Caller frees; NULL
+ * after error() when out of memory.
+ */
+uint32_t *view_diff_changes(const struct flame *f, size_t *n, size_t *grew, size_t *shrank);
 
 /* The last path component of path (a pointer into it). */
 const char *view_basename(const char *path);

@@ -284,3 +284,72 @@ int view_json(FILE *out, const struct snap *s, const struct view_options *o)
 	fputc('\n', out);
 	return 0;
 }
+
+/* ---- the diff document --------------------------------------------------------- */
+
+static void put_run(struct json *j, const char *key, const char *name, const struct snap *s)
+{
+	j_open(j, key, '{', 0);
+	j_str(j, "file", name);
+	j_int(j, "pid", s->pid);
+	j_open(j, "command", '[', 1);
+	for (size_t i = 0; i < s->argc; i++)
+		j_str(j, NULL, s->argv[i]);
+	j_close(j, ']');
+	j_double(j, "duration_s", s->duration);
+	j_open(j, "peak", '{', 1);
+	j_double(j, "time_s", s->peak.time);
+	j_u64(j, "charged_bytes", s->peak.charged);
+	j_u64(j, "reserved_bytes", s->peak.reserved);
+	j_u64(j, "rss_bytes", s->peak.rss);
+	j_close(j, '}');
+	j_close(j, '}');
+}
+
+int view_diff_json(FILE *out, const struct snap *a, const struct snap *b, const struct flame *f,
+		   const struct view_options *o)
+{
+	struct json j = { .out = out, .depth = -1 };
+	size_t n, grew, shrank;
+	uint32_t *v = view_diff_changes(f, &n, &grew, &shrank);
+	if (!v)
+		return -1;
+	size_t shown = o->top_set && o->top && o->top < n ? o->top : n;
+	const struct flame_node *root = &f->nodes[FLAME_ROOT];
+
+	j_open(&j, NULL, '{', 0);
+	j_int(&j, "format_version", VIEW_JSON_FORMAT_VERSION);
+	j_str(&j, "diff_of", o->set == FLAME_LIVE ? "live_at_end" : "peak");
+	put_run(&j, "before", o->name_a, a);
+	put_run(&j, "after", o->name_b, b);
+	j_u64(&j, "before_charged_bytes", root->charged[0]);
+	j_u64(&j, "after_charged_bytes", root->charged[1]);
+	j_u64(&j, "stacks_grown", grew);
+	j_u64(&j, "stacks_shrunk", shrank);
+	j_u64(&j, "changes_total", n);
+	j_open(&j, "changes", '[', 0);
+	for (size_t i = 0; i < shown; i++) {
+		const struct flame_node *nd = &f->nodes[v[i]];
+		j_open(&j, NULL, '{', 0);
+		j_u64(&j, "before_bytes", nd->self_charged[0]);
+		j_u64(&j, "after_bytes", nd->self_charged[1]);
+		j_u64(&j, "before_reserved_bytes", nd->self_reserved[0]);
+		j_u64(&j, "after_reserved_bytes", nd->self_reserved[1]);
+		j_u64(&j, "before_count", nd->self_count[0]);
+		j_u64(&j, "after_count", nd->self_count[1]);
+		j_open(&j, "frames", '[', 0);
+		for (uint32_t x = v[i]; x != FLAME_ROOT; x = f->nodes[x].parent) {
+			j_open(&j, NULL, '{', 1);
+			j_str(&j, "function", f->labels[f->nodes[x].label]);
+			j_str(&j, "module", f->nodes[x].module == FLAME_NONE ? NULL : f->labels[f->nodes[x].module]);
+			j_close(&j, '}');
+		}
+		j_close(&j, ']');
+		j_close(&j, '}');
+	}
+	j_close(&j, ']');
+	j_close(&j, '}');
+	fputc('\n', out);
+	free(v);
+	return 0;
+}

@@ -1,6 +1,7 @@
 /* The text report of ptfil-view: what a person needs from a snapshot, on one screen. */
 #include "tools/view.h"
 #include "common/error.h"
+#include "tools/flame.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -117,7 +118,7 @@ const struct snap_stack **view_sort_stacks(const struct snap_stack *st, size_t n
 
 /* ---- formatting ------------------------------------------------------------ */
 
-static void fmt_size(char *buf, size_t size, uint64_t bytes)
+void view_format_size(char *buf, size_t size, uint64_t bytes)
 {
 	static const char *const units[] = { "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
 	if (bytes < 1024) {
@@ -134,7 +135,7 @@ static void fmt_size(char *buf, size_t size, uint64_t bytes)
 	snprintf(buf, size, "%.1f %s", v, units[u]);
 }
 
-static void fmt_time(char *buf, size_t size, double t)
+void view_format_time(char *buf, size_t size, double t)
 {
 	double mag = t < 0 ? -t : t;  /* no fabs: ptfil-view does not link libm */
 	if (mag < 1)
@@ -157,7 +158,7 @@ static void fmt_share(char *buf, size_t size, uint64_t part, uint64_t whole)
  * Prints s for a terminal: control bytes and invalid UTF-8 as \xHH (a file
  * must not be able to send escape sequences), at most max bytes then "...".
  */
-static void put_safe(FILE *out, const char *s, size_t max)
+void view_put_safe(FILE *out, const char *s, size_t max)
 {
 	const unsigned char *p = (const unsigned char *)s;
 	size_t left = strlen(s), shown = 0;
@@ -183,7 +184,7 @@ static void put_safe(FILE *out, const char *s, size_t max)
 static void put_arg(FILE *out, const char *a)
 {
 	if (*a && strspn(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./:=@%+,-") == strlen(a)) {
-		put_safe(out, a, MAX_SHOWN);
+		view_put_safe(out, a, MAX_SHOWN);
 		return;
 	}
 	fputc('\'', out);
@@ -202,7 +203,7 @@ static void put_arg(FILE *out, const char *a)
 				fwrite(q, 1, n, out);
 				q += n - 1;
 			} else {
-				put_safe(out, one, 1);
+				view_put_safe(out, one, 1);
 			}
 		}
 	}
@@ -216,12 +217,12 @@ static void put_frame(FILE *out, const struct snap *s, uint32_t fi)
 	if (f->module >= 0 && (size_t)f->module < s->n_modules)
 		m = &s->modules[f->module];
 	if (f->function)
-		put_safe(out, f->function, MAX_SHOWN);
+		view_put_safe(out, f->function, MAX_SHOWN);
 	else if (m)
 		fputs("??", out);
 	if (m) {
 		fputs(" (", out);
-		put_safe(out, view_basename(m->path), MAX_SHOWN);
+		view_put_safe(out, view_basename(m->path), MAX_SHOWN);
 		fprintf(out, " + 0x%llx)", (unsigned long long)f->offset);
 	} else if (!f->function) {
 		fprintf(out, "0x%llx", (unsigned long long)f->offset);
@@ -247,9 +248,9 @@ static void put_header(FILE *out, const struct snap *s)
 		}
 		put_arg(out, s->argv[i]);
 	}
-	fmt_time(dur, sizeof(dur), s->duration);
+	view_format_time(dur, sizeof(dur), s->duration);
 	fprintf(out, "\nprocess  pid %d, ", s->pid);
-	put_safe(out, s->mode && *s->mode ? s->mode : "unknown mode", 32);
+	view_put_safe(out, s->mode && *s->mode ? s->mode : "unknown mode", 32);
 	fprintf(out, ", ran %s, ", dur);
 	if (s->exit_status < 0)
 		fputs("had not exited", out);
@@ -261,11 +262,11 @@ static void put_header(FILE *out, const struct snap *s)
 static void put_peak(FILE *out, const struct snap *s)
 {
 	char charged[32], reserved[32], rss[32], hwm[32], when[32];
-	fmt_size(charged, sizeof(charged), s->peak.charged);
-	fmt_size(reserved, sizeof(reserved), s->peak.reserved);
-	fmt_size(rss, sizeof(rss), s->peak.rss);
-	fmt_size(hwm, sizeof(hwm), s->vmhwm);
-	fmt_time(when, sizeof(when), s->peak.time);
+	view_format_size(charged, sizeof(charged), s->peak.charged);
+	view_format_size(reserved, sizeof(reserved), s->peak.reserved);
+	view_format_size(rss, sizeof(rss), s->peak.rss);
+	view_format_size(hwm, sizeof(hwm), s->vmhwm);
+	view_format_time(when, sizeof(when), s->peak.time);
 	fprintf(out, "peak     %s charged at %s, %s reserved\n", charged, when, reserved);
 	fprintf(out, "RSS      %s at the peak, VmHWM %s\n", rss, hwm);
 }
@@ -288,9 +289,9 @@ static void put_sparse_summary(FILE *out, const struct snap *s)
 		return;
 	}
 	char unused[32], res[32], chg[32];
-	fmt_size(unused, sizeof(unused), reserved - (charged < reserved ? charged : reserved));
-	fmt_size(res, sizeof(res), reserved);
-	fmt_size(chg, sizeof(chg), charged);
+	view_format_size(unused, sizeof(unused), reserved - (charged < reserved ? charged : reserved));
+	view_format_size(res, sizeof(res), reserved);
+	view_format_size(chg, sizeof(chg), charged);
 	fprintf(out, "sparse   %s reserved but not resident, in %zu stack%s (reserved %s, resident %s)\n",
 		unused, n, n == 1 ? "" : "s", res, chg);
 }
@@ -303,12 +304,14 @@ static size_t choose_depth(const struct view_options *o, size_t shown)
 	return d > DEPTH_MAX ? DEPTH_MAX : d < DEPTH_MIN ? DEPTH_MIN : d;
 }
 
-static int put_stacks(FILE *out, const struct snap *s, const struct view_options *o)
+/* Lists the largest of n stacks: `what` names the set ("at the peak"), whole is the total for shares. */
+static int put_stacks(FILE *out, const struct snap *s, const struct view_options *o,
+		      const struct snap_stack *stacks, size_t n, const char *what, uint64_t whole)
 {
-	const struct snap_stack **v = view_sort_stacks(s->stacks, s->n_stacks);
+	const struct snap_stack **v = view_sort_stacks(stacks, n);
 	if (!v)
 		return -1;
-	size_t shown = o->top && o->top < s->n_stacks ? o->top : s->n_stacks;
+	size_t shown = o->top && o->top < n ? o->top : n;
 	size_t depth = choose_depth(o, shown);
 	uint32_t *frames = malloc(depth * sizeof(*frames));
 	if (!frames) {
@@ -316,19 +319,19 @@ static int put_stacks(FILE *out, const struct snap *s, const struct view_options
 		return error("out of memory");
 	}
 
-	if (s->n_stacks == 0)
-		fputs("\nno stack holds memory at the peak\n", out);
-	else if (shown == s->n_stacks)
-		fprintf(out, "\n%zu stack%s at the peak, by charged bytes:\n", shown, shown == 1 ? "" : "s");
+	if (n == 0)
+		fprintf(out, "\nno stack holds memory %s\n", what);
+	else if (shown == n)
+		fprintf(out, "\n%zu stack%s %s, by charged bytes:\n", shown, shown == 1 ? "" : "s", what);
 	else
-		fprintf(out, "\ntop %zu of %zu stacks at the peak, by charged bytes:\n", shown, s->n_stacks);
+		fprintf(out, "\ntop %zu of %zu stacks %s, by charged bytes:\n", shown, n, what);
 
 	for (size_t i = 0; i < shown; i++) {
 		const struct snap_stack *st = v[i];
 		char charged[32], reserved[32], share[16];
-		fmt_size(charged, sizeof(charged), st->charged);
-		fmt_size(reserved, sizeof(reserved), st->reserved);
-		fmt_share(share, sizeof(share), st->charged, s->peak.charged);
+		view_format_size(charged, sizeof(charged), st->charged);
+		view_format_size(reserved, sizeof(reserved), st->reserved);
+		fmt_share(share, sizeof(share), st->charged, whole);
 		fprintf(out, "#%-2zu %10s %6s  reserved %s  %s, %llu live\n", i + 1, charged, share,
 			reserved, view_kind_name(st->kind), (unsigned long long)st->count);
 		if (view_is_sparse(st))
@@ -345,25 +348,63 @@ static int put_stacks(FILE *out, const struct snap *s, const struct view_options
 		if (total > depth)
 			fprintf(out, "      ... %zu more\n", total - depth);
 	}
-	if (shown < s->n_stacks) {
+	if (shown < n) {
 		uint64_t rest = 0;
-		for (size_t i = shown; i < s->n_stacks; i++)
+		for (size_t i = shown; i < n; i++)
 			rest = rest + v[i]->charged < rest ? UINT64_MAX : rest + v[i]->charged;
 		char size[32], share[16];
-		fmt_size(size, sizeof(size), rest);
-		fmt_share(share, sizeof(share), rest, s->peak.charged);
-		fprintf(out, "... %zu more stack%s: %s (%s)\n", s->n_stacks - shown,
-			s->n_stacks - shown == 1 ? "" : "s", size, share);
+		view_format_size(size, sizeof(size), rest);
+		fmt_share(share, sizeof(share), rest, whole);
+		fprintf(out, "... %zu more stack%s: %s (%s)\n", n - shown,
+			n - shown == 1 ? "" : "s", size, share);
 	}
 	free(frames);
 	free(v);
 	return 0;
 }
 
-static void put_tail(FILE *out, const struct snap *s)
+/*
+ * Per-function totals at the peak, as heaptrack_print gives them: inclusive
+ * (the stacks a function is on, counted once even when it recurses) and self
+ * (the stacks it is the innermost frame of).
+ */
+static int put_functions(FILE *out, const struct snap *s, const struct view_options *o)
+{
+	struct flame f;
+	size_t n = 0;
+	if (flame_build(&f, s, NULL, FLAME_PEAK) < 0)
+		return -1;
+	struct flame_func *fn = flame_functions(&f, &n);
+	if (!fn) {
+		flame_fin(&f);
+		return -1;
+	}
+	size_t shown = o->top && o->top < n ? o->top : n;
+	if (n) {
+		if (shown == n)
+			fprintf(out, "\n%zu function%s at the peak, by inclusive bytes:\n", n, n == 1 ? "" : "s");
+		else
+			fprintf(out, "\ntop %zu of %zu functions at the peak, by inclusive bytes:\n", shown, n);
+		fprintf(out, "%10s %6s %10s %6s  %s\n", "inclusive", "share", "self", "share", "function");
+	}
+	for (size_t i = 0; i < shown; i++) {
+		char inc[32], self[32], si[16], ss[16];
+		view_format_size(inc, sizeof(inc), fn[i].inclusive[0]);
+		view_format_size(self, sizeof(self), fn[i].self[0]);
+		fmt_share(si, sizeof(si), fn[i].inclusive[0], s->peak.charged);
+		fmt_share(ss, sizeof(ss), fn[i].self[0], s->peak.charged);
+		fprintf(out, "%10s %6s %10s %6s  ", inc, si, self, ss);
+		view_put_safe(out, f.labels[fn[i].label], MAX_SHOWN);
+		fputc('\n', out);
+	}
+	free(fn);
+	flame_fin(&f);
+	return 0;
+}
+
+static void put_timeline(FILE *out, const struct snap *s)
 {
 	char a[32], b[32], c[32], d[32];
-	fputc('\n', out);
 	if (s->n_samples) {
 		uint64_t max_charged = 0, max_rss = 0;
 		double at = 0;
@@ -375,22 +416,40 @@ static void put_tail(FILE *out, const struct snap *s)
 			if (s->samples[i].rss > max_rss)
 				max_rss = s->samples[i].rss;
 		}
-		fmt_time(a, sizeof(a), s->samples[s->n_samples - 1].time - s->samples[0].time);
-		fmt_size(b, sizeof(b), max_charged);
-		fmt_time(c, sizeof(c), at);
-		fmt_size(d, sizeof(d), max_rss);
+		view_format_time(a, sizeof(a), s->samples[s->n_samples - 1].time - s->samples[0].time);
+		view_format_size(b, sizeof(b), max_charged);
+		view_format_time(c, sizeof(c), at);
+		view_format_size(d, sizeof(d), max_rss);
 		fprintf(out, "timeline %zu sample%s over %s: charged at most %s (at %s), RSS at most %s\n",
 			s->n_samples, s->n_samples == 1 ? "" : "s", a, b, c, d);
 	}
+}
+
+/*
+ * What was still live when the snapshot was written: at the program's exit,
+ * memory never released (leak candidates, as heaptrack_print calls them).
+ */
+static int put_live(FILE *out, const struct snap *s, const struct view_options *o)
+{
 	uint64_t charged = 0, reserved = 0;
 	for (size_t i = 0; i < s->n_live; i++) {
 		charged = charged + s->live[i].charged < charged ? UINT64_MAX : charged + s->live[i].charged;
 		reserved = reserved + s->live[i].reserved < reserved ? UINT64_MAX : reserved + s->live[i].reserved;
 	}
-	fmt_size(a, sizeof(a), charged);
-	fmt_size(b, sizeof(b), reserved);
-	fprintf(out, "at end   %s charged, %s reserved still live in %zu stack%s\n",
-		a, b, s->n_live, s->n_live == 1 ? "" : "s");
+	char a[32], b[32];
+	view_format_size(a, sizeof(a), charged);
+	view_format_size(b, sizeof(b), reserved);
+	const char *when = s->exit_status >= 0 ? "at exit" : "when written";
+	fprintf(out, "\nstill live %s: %s charged, %s reserved, in %zu stack%s%s\n", when, a, b,
+		s->n_live, s->n_live == 1 ? "" : "s",
+		s->exit_status >= 0 && s->n_live ? " (leak candidates)" : "");
+	if (s->n_live == 0)
+		return 0;
+	/* A shorter list than at the peak unless --top says otherwise: the report should fit a screen or two. */
+	struct view_options lo = *o;
+	if (!o->top_set)
+		lo.top = VIEW_DEFAULT_LIVE_TOP;
+	return put_stacks(out, s, &lo, s->live, s->n_live, s->exit_status >= 0 ? "live at exit" : "live when written", charged);
 }
 
 int view_text(FILE *out, const struct snap *s, const struct view_options *o)
@@ -398,8 +457,9 @@ int view_text(FILE *out, const struct snap *s, const struct view_options *o)
 	put_header(out, s);
 	put_peak(out, s);
 	put_sparse_summary(out, s);
-	if (put_stacks(out, s, o) < 0)
+	put_timeline(out, s);
+	if (put_stacks(out, s, o, s->stacks, s->n_stacks, "at the peak", s->peak.charged) < 0 ||
+	    put_functions(out, s, o) < 0)
 		return -1;
-	put_tail(out, s);
-	return 0;
+	return put_live(out, s, o);
 }

@@ -114,7 +114,11 @@ static int build(struct tracer *T, struct proc *p, int live, struct snap *s)
 		} else {
 			o->module = (int32_t)f->module;
 			const struct modreg_entry *e = &T->reg.v[f->module];
-			o->function = e->sym ? dup_or_null(sym_lookup(e->sym, f->offset, NULL)) : NULL;
+			const char *name = e->sym ? sym_lookup(e->sym, f->offset, NULL) : NULL;
+			/* C++ names are written demangled: the snapshot is read by people. */
+			o->function = sym_demangle(name);
+			if (!o->function)
+				o->function = dup_or_null(name);
 		}
 	}
 	s->nodes = calloc(T->stacks.n_nodes, sizeof(*s->nodes));

@@ -205,7 +205,52 @@ class ViewTest(unittest.TestCase):
         self.assertIn("132.0 KiB", lines[third])
         self.assertIn("pseudo", lines[third])
         self.assertEqual(lines[third + 1].strip(), "\u2192 [before attach]")
-        self.assertNotIn("sparse:", "\n".join(lines[first:second] + lines[third:]))
+        end = lines.index(next(l for l in lines if "functions at the peak" in l))
+        self.assertNotIn("sparse:", "\n".join(lines[first:second] + lines[third:end]))
+
+    def test_functions(self):
+        """Per-function totals: inclusive counts a function once per stack, self only where innermost."""
+        s = Snapshot()
+        s.header(["./rec"], peak=(0.5, 7 * MiB, 7 * MiB, 8 * MiB))
+        s.add("m", s.ref("/bin/rec"), "-", "400000")
+        for i, name in enumerate(["main", "walk", "leaf", "other"]):
+            s.add("f", 0, "%x" % (0x1000 + 16 * i), s.ref(name))
+        # main -> walk -> walk -> leaf (recursion), and main -> other
+        s.add("n", 0, 0)   # 1 main
+        s.add("n", 1, 1)   # 2 walk
+        s.add("n", 2, 1)   # 3 walk (recursive)
+        s.add("n", 3, 2)   # 4 leaf
+        s.add("n", 1, 3)   # 5 other
+        s.add("k", 4, "h", 3 * MiB, 3 * MiB, 3)
+        s.add("k", 3, "h", 1 * MiB, 1 * MiB, 1)   # walk itself allocates
+        s.add("k", 5, "m", 3 * MiB, 3 * MiB, 1)
+        out = run(self.write("rec.gz", s.gzip_bytes())).stdout.decode()
+        rows = {}
+        lines = out.splitlines()
+        start = lines.index("4 functions at the peak, by inclusive bytes:")
+        self.assertEqual(lines[start + 1].split(), ["inclusive", "share", "self", "share", "function"])
+        for l in lines[start + 2:start + 6]:
+            f = l.split()
+            rows[f[-1]] = (f[0] + " " + f[1], f[3] + " " + f[4])
+        self.assertEqual(rows["main"], ("7.0 MiB", "0 B"))
+        self.assertEqual(rows["walk"], ("4.0 MiB", "1.0 MiB"))   # not 7 MiB: counted once per stack
+        self.assertEqual(rows["leaf"], ("3.0 MiB", "3.0 MiB"))
+        self.assertEqual(rows["other"], ("3.0 MiB", "3.0 MiB"))
+        self.assertEqual([l.split()[-1] for l in lines[start + 2:start + 6]], ["main", "walk", "leaf", "other"])
+
+    def test_live_at_exit(self):
+        """What was still live at exit is listed as leak candidates; not once the process lives on."""
+        path = self.write("seed.gz", seed_snapshot().gzip_bytes())
+        out = run(path).stdout.decode()
+        self.assertIn("still live at exit: 4.0 MiB charged, 512.0 MiB reserved, in 1 stack (leak candidates)", out)
+        tail = out[out.index("still live at exit"):]
+        self.assertIn("\u2192 thread_fn (sparse_threads + 0x1200)", tail)
+        self.assertNotIn("main_big_map", tail)
+        s = seed_snapshot()
+        s.lines = [l if not l.startswith("x ") else "x -1" for l in s.lines]
+        out = run(self.write("running.gz", s.gzip_bytes())).stdout.decode()
+        self.assertIn("still live when written: 4.0 MiB charged", out)
+        self.assertNotIn("leak candidates", out)
 
     def test_top_and_depth(self):
         path = self.write("seed.gz", seed_snapshot().gzip_bytes())
@@ -215,6 +260,7 @@ class ViewTest(unittest.TestCase):
         self.assertNotIn("#2 ", out)
         self.assertIn("... 2 more stacks: 4.1 MiB", out)
         out = run("--depth", "1", path).stdout.decode()
+        out = out[:out.index("functions at the peak")]
         self.assertIn("main_big_map", out)
         self.assertNotIn("__libc_start_call_main", out)
         self.assertIn("... 2 more", out)

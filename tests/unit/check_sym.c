@@ -456,6 +456,33 @@ START_TEST(test_cache)
 }
 END_TEST
 
+/* C++ names are shown demangled; C names and what is not a valid mangling stay as they are. */
+START_TEST(test_demangle)
+{
+	static const struct { const char *in, *out; } cases[] = {
+		{ "_Znwm", "operator new(unsigned long)" },
+		{ "_ZdlPvm", "operator delete(void*, unsigned long)" },
+		{ "_ZNSt6vectorIiSaIiEE9push_backERKi",
+		  "std::vector<int, std::allocator<int> >::push_back(int const&)" },
+		{ "_ZL5fill2v.isra.0", "fill2() [clone .isra.0]" },
+		{ "malloc", NULL },
+		{ "_start", NULL },
+		{ "_Z", NULL },
+		{ "_Zbogus(", NULL },
+		{ "", NULL },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *d = sym_demangle(cases[i].in);
+		if (cases[i].out)
+			ck_assert_msg(d && strcmp(d, cases[i].out) == 0, "%s -> %s", cases[i].in, d ? d : "(null)");
+		else
+			ck_assert_msg(d == NULL, "%s -> %s, not NULL", cases[i].in, d);
+		free(d);
+	}
+	ck_assert_ptr_null(sym_demangle(NULL));
+}
+END_TEST
+
 Suite *sym_suite(void)
 {
 	Suite *s = suite_create("sym");
@@ -470,6 +497,7 @@ Suite *sym_suite(void)
 	tcase_add_loop_test(tc, test_eh_frame_hdr, 0, nfix);
 	tcase_add_test(tc, test_build_id);
 	tcase_add_test(tc, test_cache);
+	tcase_add_test(tc, test_demangle);
 	suite_add_tcase(s, tc);
 
 	tc = tcase_create("system");

@@ -1,0 +1,350 @@
+#!/usr/bin/env python3
+"""Golden files for ptfil-view, and the diff.
+
+The fixtures in tests/golden/ are snapshots: four written by ptfil itself from
+the bundled targets (the seed scenario, a malloc chain, a realloc run, C++
+containers) and one written by hand with names a renderer must escape. Each
+output mode of ptfil-view is compared with the expected file beside them with
+`diff -u`. PTFIL_UPDATE_GOLDEN=1 rewrites the expected files (then read the
+git diff before committing them).
+
+The golden files only pin what was reviewed once; the checks that do not
+depend on them recompute the folded stacks and the diffs from the snapshot
+text with a second, independent reader written here.
+"""
+
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+BUILDDIR = os.environ.get("PTFIL_BUILDDIR", os.getcwd())
+SRCDIR = os.environ.get("PTFIL_SRCDIR", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+VIEW = os.path.join(BUILDDIR, "ptfil-view")
+GOLDEN = os.path.join(SRCDIR, "tests", "golden")
+EXPECTED = os.path.join(GOLDEN, "expected")
+UPDATE = os.environ.get("PTFIL_UPDATE_GOLDEN") == "1"
+TIMEOUT = 60
+
+FIXTURES = ["seed.snap.gz", "heap_chain.snap", "heap_realloc.snap", "cxx.snap", "hostile.snap"]
+VIEWS = {
+    "txt": [],
+    "top3.txt": ["--top", "3", "--depth", "4"],
+    "json": ["--json"],
+    "folded": ["--folded"],
+    "live.folded": ["--folded", "--live"],
+}
+DIFFS = {
+    # name: (before, after)
+    "chain-vs-realloc": ("heap_chain.snap", "heap_realloc.snap"),
+}
+DIFF_VIEWS = {"txt": [], "json": ["--json"], "folded": ["--folded"]}
+
+
+def slurp(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def view(*args, cwd=None):
+    return subprocess.run([VIEW] + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          timeout=TIMEOUT, cwd=cwd)
+
+
+# ---- an independent reader of the snapshot text (docs/snapshot-format.md) ----
+
+def unescape(text):
+    out = bytearray()
+    i = 0
+    while i < len(text):
+        c = text[i]
+        if c == 0x5C:
+            n = text[i + 1]
+            if n == 0x5C:
+                out.append(0x5C)
+                i += 2
+            elif n == ord("n"):
+                out.append(0x0A)
+                i += 2
+            else:
+                out.append(int(text[i + 2:i + 4], 16))
+                i += 4
+        else:
+            out.append(c)
+            i += 1
+    return bytes(out)
+
+
+def read_snapshot(path):
+    data = slurp(path)
+    if data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)
+    snap = {"strings": [], "modules": [], "frames": [], "nodes": [(0, None)], "k": [], "l": []}
+    for line in data.split(b"\n")[1:]:
+        if not line or line.startswith(b"#"):
+            continue
+        tag, rest = line[:1], line[2:]
+        if tag == b"s":
+            snap["strings"].append(unescape(rest))
+            continue
+        f = rest.split(b" ") if rest else []
+        if tag == b"m":
+            snap["modules"].append(snap["strings"][int(f[0])])
+        elif tag == b"f":
+            fn = None if f[2] == b"-" else snap["strings"][int(f[2])]
+            snap["frames"].append((int(f[0]), int(f[1], 16), fn))
+        elif tag == b"n":
+            snap["nodes"].append((int(f[0]), int(f[1])))
+        elif tag in (b"k", b"l"):
+            snap[tag.decode()].append((int(f[0]), f[1].decode(), int(f[2]), int(f[3]), int(f[4])))
+    return snap
+
+
+def safe(raw):
+    """The label text rules of tools/flame.h: control bytes and invalid UTF-8 as \\xHH."""
+    out = []
+    i = 0
+    while i < len(raw):
+        for n in (4, 3, 2, 1):
+            try:
+                ch = raw[i:i + n].decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+            if len(ch) == 1 and (n > 1 or (0x20 <= raw[i] < 0x7F)):
+                out.append(ch)
+                i += n
+                break
+        else:
+            out.append("\\x%02x" % raw[i])
+            i += 1
+    s = "".join(out)
+    if len(s.encode()) > 400:
+        s = s.encode()[:397].decode("utf-8", "ignore") + "..."
+    return s
+
+
+def label(snap, fi):
+    module, offset, fn = snap["frames"][fi]
+    if fn:
+        return safe(fn)
+    if module >= 0:
+        return safe(snap["modules"][module].rsplit(b"/", 1)[-1]) + "+0x%x" % offset
+    return "0x%x" % offset
+
+
+def stack_labels(snap, node):
+    """Labels of a stack, outermost first."""
+    out = []
+    while node:
+        parent, frame = snap["nodes"][node]
+        out.append(label(snap, frame))
+        node = parent
+    return list(reversed(out)) or ["[no stack]"]
+
+
+def folded_expected(snap, which="k"):
+    """Folded stacks computed from the snapshot: {"a;b;c": bytes}, zero entries dropped."""
+    out = {}
+    for node, kind, charged, reserved, count in snap[which]:
+        key = ";".join(l.replace(";", ":") for l in stack_labels(snap, node))
+        out[key] = out.get(key, 0) + charged
+    return {k: v for k, v in out.items() if v}
+
+
+def parse_folded(text, columns=1):
+    out = {}
+    for line in text.splitlines():
+        parts = line.rsplit(" ", columns)
+        vals = tuple(int(x) for x in parts[1:])
+        out[parts[0]] = vals[0] if columns == 1 else vals
+    return out
+
+
+class GoldenTest(unittest.TestCase):
+    maxDiff = None
+
+    def compare(self, name, args):
+        # Run beside the fixtures and name them bare: outputs that show file names stay the same anywhere.
+        r = view(*args, cwd=GOLDEN)
+        self.assertEqual(r.returncode, 0, r.stderr.decode(errors="replace"))
+        self.assertEqual(r.stderr, b"")
+        expected = os.path.join(EXPECTED, name)
+        if UPDATE:
+            os.makedirs(EXPECTED, exist_ok=True)
+            with open(expected, "wb") as f:
+                f.write(r.stdout)
+            return
+        self.assertTrue(os.path.exists(expected), "no golden file %s (run with PTFIL_UPDATE_GOLDEN=1)" % expected)
+        with tempfile.NamedTemporaryFile(prefix="golden.", suffix="." + name) as got:
+            got.write(r.stdout)
+            got.flush()
+            d = subprocess.run(["diff", "-u", expected, got.name], stdout=subprocess.PIPE, timeout=TIMEOUT)
+        self.assertEqual(d.returncode, 0, "output differs from %s:\n%s" % (expected, d.stdout.decode(errors="replace")))
+
+    def test_golden_views(self):
+        for fixture in FIXTURES:
+            for suffix, args in VIEWS.items():
+                with self.subTest(fixture=fixture, view=suffix):
+                    self.compare("%s.%s" % (fixture, suffix), args + [fixture])
+
+    def test_golden_diffs(self):
+        for name, (a, b) in DIFFS.items():
+            for suffix, args in DIFF_VIEWS.items():
+                with self.subTest(diff=name, view=suffix):
+                    self.compare("%s.diff.%s" % (name, suffix),
+                                 ["--diff"] + args + [a, b])
+
+    # ---- checks that do not rely on the golden files ----------------------
+
+    def test_folded_matches_snapshot(self):
+        """Every stack's bytes, outermost frame first, as the snapshot holds them; totals equal the peak's stacks."""
+        for fixture in FIXTURES:
+            with self.subTest(fixture=fixture):
+                path = os.path.join(GOLDEN, fixture)
+                snap = read_snapshot(path)
+                for which, args in (("k", []), ("l", ["--live"])):
+                    r = view("--folded", *args, path)
+                    self.assertEqual(r.returncode, 0, r.stderr)
+                    self.assertEqual(parse_folded(r.stdout.decode()), folded_expected(snap, which))
+                    self.assertEqual(sum(parse_folded(r.stdout.decode()).values()),
+                                     sum(k[2] for k in snap[which]))
+
+    def test_functions_of_the_chain(self):
+        """The malloc chain: f0, f1 and f2 each hold the 2000 blocks of 10000 bytes inclusively, f2 as self."""
+        out = view(os.path.join(GOLDEN, "heap_chain.snap")).stdout.decode()
+        rows = {}
+        lines = out.splitlines()
+        start = next(i for i, l in enumerate(lines) if "functions at the peak" in l)
+        for l in lines[start + 2:]:
+            if not l.strip():
+                break
+            f = l.split()
+            rows[f[-1]] = (f[0] + " " + f[1], f[3] + " " + f[4])
+        self.assertEqual(rows["f0"][0], "19.1 MiB")   # 20,000,000 bytes
+        self.assertEqual(rows["f2"][0], "19.1 MiB")
+        self.assertEqual(rows["f0"][1], "0 B")
+        self.assertEqual(rows["malloc"][1], "19.1 MiB")  # the innermost frame is the hooked function
+
+    def test_diff_of_itself_is_empty(self):
+        for fixture in FIXTURES:
+            with self.subTest(fixture=fixture):
+                path = os.path.join(GOLDEN, fixture)
+                r = view("--diff", path, path)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                out = r.stdout.decode()
+                self.assertIn("0 stacks grew, 0 shrank", out)
+                self.assertIn("\nno stack changed\n", out)
+                self.assertNotIn("#1 ", out)
+                doc = json.loads(view("--diff", "--json", path, path).stdout)
+                self.assertEqual(doc["changes"], [])
+                self.assertEqual(doc["changes_total"], 0)
+                self.assertEqual(doc["before_charged_bytes"], doc["after_charged_bytes"])
+                folded = parse_folded(view("--diff", "--folded", path, path).stdout.decode(), 2)
+                self.assertTrue(folded)
+                self.assertTrue(all(a == b for a, b in folded.values()))
+
+    def doubled(self, fixture, pick):
+        """A copy of fixture with the `k` record `pick` (an index into the k records) doubled."""
+        path = os.path.join(GOLDEN, fixture)
+        data = slurp(path)
+        if data[:2] == b"\x1f\x8b":
+            data = gzip.decompress(data)
+        lines = data.split(b"\n")
+        ks = [i for i, l in enumerate(lines) if l.startswith(b"k ")]
+        f = lines[ks[pick]].split(b" ")
+        f[3], f[4], f[5] = (b"%d" % (2 * int(x)) for x in f[3:6])
+        lines[ks[pick]] = b" ".join(f)
+        d = tempfile.mkdtemp(prefix="test_golden.")
+        self.addCleanup(shutil.rmtree, d)
+        out = os.path.join(d, "doubled.snap")
+        with open(out, "wb") as fh:
+            fh.write(b"\n".join(lines))
+        return path, out, int(f[3]) // 2, int(f[1])
+
+    def test_diff_one_stack_doubled(self):
+        """Doubling one stack shows exactly that stack, grown by its own size, in text, JSON and folded."""
+        for fixture, pick in (("seed.snap.gz", 0), ("heap_chain.snap", 0), ("cxx.snap", 1), ("hostile.snap", 1)):
+            with self.subTest(fixture=fixture):
+                before, after, size, node = self.doubled(fixture, pick)
+                snap = read_snapshot(before)
+                labels = stack_labels(snap, node)
+                # Stacks with the same labels merge: the expected change is the sum of theirs.
+                key = ";".join(labels)
+                merged = sum(k[2] for k in snap["k"] if ";".join(stack_labels(snap, k[0])) == key)
+
+                doc = json.loads(view("--diff", "--json", before, after).stdout)
+                self.assertEqual(doc["changes_total"], 1)
+                self.assertEqual(doc["stacks_grown"], 1)
+                self.assertEqual(doc["stacks_shrunk"], 0)
+                (c,) = doc["changes"]
+                self.assertEqual(c["before_bytes"], merged)
+                self.assertEqual(c["after_bytes"], merged + size)
+                self.assertEqual([fr["function"] for fr in c["frames"]], list(reversed(labels)))
+                self.assertEqual(doc["after_charged_bytes"] - doc["before_charged_bytes"], size)
+
+                out = view("--diff", before, after).stdout.decode()
+                self.assertIn("1 stack grew, 0 shrank", out)
+                self.assertIn("1 stack changed", out)
+                self.assertIn("#1 ", out)
+                self.assertNotIn("#2 ", out)
+
+                folded = parse_folded(view("--diff", "--folded", before, after).stdout.decode(), 2)
+                changed = {k: v for k, v in folded.items() if v[0] != v[1]}
+                fkey = ";".join(l.replace(";", ":") for l in labels)
+                self.assertEqual(changed, {fkey: (merged, merged + size)})
+
+    def test_diff_usage(self):
+        path = os.path.join(GOLDEN, "heap_chain.snap")
+        r = view("--diff", path)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--diff needs two snapshots", r.stderr.decode())
+        r = view("--diff", path, path, path)
+        self.assertEqual(r.returncode, 2)
+        r = view(path, path)
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--diff compares two", r.stderr.decode())
+        r = view("--diff", path, "/nonexistent/after.gz")
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(r.stdout, b"")
+        self.assertIn("/nonexistent/after.gz", r.stderr.decode())
+
+    def test_output_file(self):
+        """-o writes the file whole, or leaves what was there when the snapshot is bad."""
+        d = tempfile.mkdtemp(prefix="test_golden.")
+        self.addCleanup(shutil.rmtree, d)
+        out = os.path.join(d, "out.folded")
+        path = os.path.join(GOLDEN, "heap_chain.snap")
+        r = view("--folded", "-o", out, path)
+        self.assertEqual((r.returncode, r.stdout, r.stderr), (0, b"", b""))
+        self.assertEqual(slurp(out), view("--folded", path).stdout)
+        bad = os.path.join(d, "bad.snap")
+        with open(bad, "wb") as f:
+            f.write(slurp(path)[:500])
+        r = view("--folded", "-o", out, bad)
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(slurp(out), view("--folded", path).stdout)
+        self.assertEqual(sorted(os.listdir(d)), ["bad.snap", "out.folded"])
+        r = view("--folded", "-o", os.path.join(d, "no", "such", "dir.txt"), path)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("cannot create", r.stderr.decode())
+
+    def test_full_disk(self):
+        """A full disk: a clear error, exit 1, no partial file left behind."""
+        if not os.path.exists("/dev/full"):
+            self.fail("/dev/full is missing")
+        with open("/dev/full", "wb") as full:
+            r = subprocess.run([VIEW, "--json", os.path.join(GOLDEN, "cxx.snap")], stdout=full,
+                               stderr=subprocess.PIPE, timeout=TIMEOUT)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("No space left on device", r.stderr.decode())
+
+
+if __name__ == "__main__":
+    result = unittest.main(exit=False, verbosity=1).result
+    ok = result.wasSuccessful()
+    print("test_golden: %d tests, %d failures, %d errors" % (result.testsRun, len(result.failures), len(result.errors)))
+    sys.exit(0 if ok else 1)

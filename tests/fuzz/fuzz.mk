@@ -1,0 +1,1 @@
+# Placeholder: the fuzz target's build and run rules (being written).

@@ -1,0 +1,518 @@
+/* The frame tree: stacks merged by frame label, outermost first (see flame.h). */
+#include "tools/flame.h"
+#include "tools/view.h"
+#include "common/error.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t sat_add(uint64_t a, uint64_t b)
+{
+	return a + b < a ? UINT64_MAX : a + b;
+}
+
+/* FNV-1a: labels come from the file, so a hash with no fixed worst case matters less than speed here. */
+static uint64_t hash_bytes(const char *p, size_t n)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (size_t i = 0; i < n; i++) {
+		h ^= (unsigned char)p[i];
+		h *= 1099511628211ull;
+	}
+	return h;
+}
+
+static uint64_t hash_pair(uint32_t a, uint32_t b)
+{
+	uint64_t h = ((uint64_t)a << 32 | b) * 0x9e3779b97f4a7c15ull;
+	return h ^ (h >> 29);
+}
+
+/* ---- labels ---------------------------------------------------------------- */
+
+/* Appends the safe form of text to buf at *len: control bytes and invalid UTF-8 as \xHH. */
+static void put_safe(char *buf, size_t size, size_t *len, const char *text)
+{
+	const unsigned char *p = (const unsigned char *)text;
+	size_t left = strlen(text);
+	size_t limit = size - 1 < FLAME_LABEL_MAX ? size - 1 : FLAME_LABEL_MAX;
+
+	while (left) {
+		size_t n = view_utf8_len(p, left);
+		int esc = n == 0 || (n == 1 && (*p < 0x20 || *p == 0x7f));
+		size_t need = esc ? 4 : n;
+		/* Cut at a character boundary, leaving room for the ellipsis (unless this is the last character). */
+		if (*len + need > limit - 3 && !(left == n && *len + need <= limit)) {
+			memcpy(buf + *len, "...", 4);
+			*len += 3;
+			return;
+		}
+		if (esc) {
+			snprintf(buf + *len, size - *len, "\\x%02x", *p);
+			n = 1;
+		} else {
+			memcpy(buf + *len, p, n);
+		}
+		*len += need;
+		p += n;
+		left -= n;
+	}
+	buf[*len] = '\0';
+}
+
+void flame_label(const struct snap *s, uint32_t fi, char *buf, size_t size)
+{
+	const struct snap_frame *fr = &s->frames[fi];
+	size_t len = 0;
+
+	buf[0] = '\0';
+	if (fr->function && fr->function[0]) {
+		put_safe(buf, size, &len, fr->function);
+		return;
+	}
+	if (fr->module >= 0 && (size_t)fr->module < s->n_modules) {
+		char off[32];
+		put_safe(buf, size, &len, view_basename(s->modules[fr->module].path));
+		snprintf(off, sizeof(off), "+0x%llx", (unsigned long long)fr->offset);
+		put_safe(buf, size, &len, off);
+		return;
+	}
+	snprintf(buf, size, "0x%llx", (unsigned long long)fr->offset);
+}
+
+static int intern(struct flame *f, const char *text, uint32_t *out)
+{
+	size_t n = strlen(text);
+	if (f->n_labels * 2 >= f->label_cap) {
+		size_t cap = f->label_cap ? f->label_cap * 2 : 1024;
+		uint32_t *idx = malloc(cap * sizeof(*idx));
+		if (!idx)
+			return error("out of memory");
+		memset(idx, 0xff, cap * sizeof(*idx));
+		for (size_t i = 0; i < f->n_labels; i++) {
+			size_t h = hash_bytes(f->labels[i], strlen(f->labels[i])) & (cap - 1);
+			while (idx[h] != FLAME_NONE)
+				h = (h + 1) & (cap - 1);
+			idx[h] = (uint32_t)i;
+		}
+		free(f->label_index);
+		f->label_index = idx;
+		f->label_cap = cap;
+	}
+	size_t h = hash_bytes(text, n) & (f->label_cap - 1);
+	for (; f->label_index[h] != FLAME_NONE; h = (h + 1) & (f->label_cap - 1)) {
+		if (strcmp(f->labels[f->label_index[h]], text) == 0) {
+			*out = f->label_index[h];
+			return 0;
+		}
+	}
+	if (f->n_labels == f->labels_cap) {
+		size_t cap = f->labels_cap ? f->labels_cap * 2 : 256;
+		char **l = realloc(f->labels, cap * sizeof(*l));
+		if (!l)
+			return error("out of memory");
+		f->labels = l;
+		f->labels_cap = cap;
+	}
+	char *copy = malloc(n + 1);
+	if (!copy)
+		return error("out of memory");
+	memcpy(copy, text, n + 1);
+	f->labels[f->n_labels] = copy;
+	f->label_index[h] = (uint32_t)f->n_labels;
+	*out = (uint32_t)f->n_labels++;
+	return 0;
+}
+
+/* ---- nodes ------------------------------------------------------------------ */
+
+static int grow_child_index(struct flame *f)
+{
+	size_t cap = f->child_cap ? f->child_cap * 2 : 1024;
+	uint32_t *idx = malloc(cap * sizeof(*idx));
+	if (!idx)
+		return error("out of memory");
+	memset(idx, 0xff, cap * sizeof(*idx));
+	for (size_t i = 1; i < f->n_nodes; i++) {
+		size_t h = hash_pair(f->nodes[i].parent, f->nodes[i].label) & (cap - 1);
+		while (idx[h] != FLAME_NONE)
+			h = (h + 1) & (cap - 1);
+		idx[h] = (uint32_t)i;
+	}
+	free(f->child_index);
+	f->child_index = idx;
+	f->child_cap = cap;
+	return 0;
+}
+
+/* The child of parent labelled label, made if new. */
+static int child(struct flame *f, uint32_t parent, uint32_t label, uint32_t module, uint32_t *out)
+{
+	if (f->n_nodes * 2 >= f->child_cap && grow_child_index(f) < 0)
+		return -1;
+	size_t h = hash_pair(parent, label) & (f->child_cap - 1);
+	for (; f->child_index[h] != FLAME_NONE; h = (h + 1) & (f->child_cap - 1)) {
+		const struct flame_node *n = &f->nodes[f->child_index[h]];
+		if (n->parent == parent && n->label == label) {
+			*out = f->child_index[h];
+			return 0;
+		}
+	}
+	if (f->n_nodes >= UINT32_MAX - 1)
+		return error("too many stack frames to merge");
+	if (f->n_nodes == f->nodes_cap) {
+		size_t cap = f->nodes_cap * 2;
+		struct flame_node *nn = realloc(f->nodes, cap * sizeof(*nn));
+		if (!nn)
+			return error("out of memory");
+		f->nodes = nn;
+		f->nodes_cap = cap;
+	}
+	struct flame_node *n = &f->nodes[f->n_nodes];
+	memset(n, 0, sizeof(*n));
+	n->parent = parent;
+	n->label = label;
+	n->module = module;
+	n->depth = f->nodes[parent].depth + 1;
+	if (n->depth > f->max_depth)
+		f->max_depth = n->depth;
+	f->child_index[h] = (uint32_t)f->n_nodes;
+	*out = (uint32_t)f->n_nodes++;
+	return 0;
+}
+
+static unsigned kind_bit(char kind)
+{
+	switch (kind) {
+	case SNAP_KIND_MMAP: return FLAME_KIND_MMAP;
+	case SNAP_KIND_BRK: return FLAME_KIND_BRK;
+	case SNAP_KIND_HEAP: return FLAME_KIND_HEAP;
+	default: return FLAME_KIND_PSEUDO;
+	}
+}
+
+/*
+ * Adds one snapshot's stacks into slot. Each trie node of the snapshot maps
+ * to a tree node, computed in index order (a trie parent has a smaller
+ * index), so the work is linear in the trie and not in stacks x depth.
+ */
+static int add_snapshot(struct flame *f, const struct snap *s, enum flame_set set, int slot)
+{
+	const struct snap_stack *st = set == FLAME_LIVE ? s->live : s->stacks;
+	size_t n_st = set == FLAME_LIVE ? s->n_live : s->n_stacks;
+	uint32_t *map = NULL, *label_of = NULL, *module_of = NULL;
+	char *buf = malloc(FLAME_LABEL_MAX + 1);
+	int rc = -1;
+
+	if (s->n_nodes) {
+		map = malloc(s->n_nodes * sizeof(*map));
+		if (!map)
+			goto out;
+		for (size_t i = 0; i < s->n_nodes; i++)
+			map[i] = FLAME_NONE;
+		map[0] = FLAME_ROOT;
+	}
+	label_of = malloc((s->n_frames ? s->n_frames : 1) * sizeof(*label_of));
+	module_of = malloc((s->n_modules ? s->n_modules : 1) * sizeof(*module_of));
+	if (!buf || (s->n_nodes && !map) || !label_of || !module_of) {
+		error("out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < s->n_frames; i++)
+		label_of[i] = FLAME_NONE;
+	for (size_t i = 0; i < s->n_modules; i++)
+		module_of[i] = FLAME_NONE;
+
+	/* Only the nodes some stack reaches are merged: mark them first. */
+	for (size_t i = 0; i < n_st; i++) {
+		uint32_t node = st[i].node;
+		while (node != 0 && node < s->n_nodes && map[node] == FLAME_NONE) {
+			map[node] = FLAME_NONE - 1;  /* wanted */
+			if (s->nodes[node].parent >= node)
+				break;
+			node = s->nodes[node].parent;
+		}
+	}
+	for (size_t i = 1; i < s->n_nodes; i++) {
+		if (map[i] != FLAME_NONE - 1)
+			continue;
+		const struct snap_node *sn = &s->nodes[i];
+		uint32_t parent = sn->parent < i ? map[sn->parent] : FLAME_ROOT;
+		if (parent >= FLAME_NONE - 1)
+			parent = FLAME_ROOT;  /* a broken trie: cannot happen after snap_read */
+		if (sn->frame >= s->n_frames) {
+			map[i] = parent;
+			continue;
+		}
+		if (label_of[sn->frame] == FLAME_NONE) {
+			flame_label(s, sn->frame, buf, FLAME_LABEL_MAX + 1);
+			if (intern(f, buf, &label_of[sn->frame]) < 0)
+				goto out;
+		}
+		uint32_t module = FLAME_NONE;
+		int32_t mi = s->frames[sn->frame].module;
+		if (mi >= 0 && (size_t)mi < s->n_modules) {
+			if (module_of[mi] == FLAME_NONE) {
+				size_t len = 0;
+				buf[0] = '\0';
+				put_safe(buf, FLAME_LABEL_MAX + 1, &len, view_basename(s->modules[mi].path));
+				if (intern(f, buf, &module_of[mi]) < 0)
+					goto out;
+			}
+			module = module_of[mi];
+		}
+		if (child(f, parent, label_of[sn->frame], module, &map[i]) < 0)
+			goto out;
+	}
+	for (size_t i = 0; i < n_st; i++) {
+		uint32_t node = st[i].node < s->n_nodes ? map[st[i].node] : FLAME_ROOT;
+		if (node >= FLAME_NONE - 1)
+			node = FLAME_ROOT;
+		if (node == FLAME_ROOT) {
+			/* A stack with no frame gets one, so that every stack is a node of its own. */
+			uint32_t label;
+			if (intern(f, FLAME_NO_STACK, &label) < 0 ||
+			    child(f, FLAME_ROOT, label, FLAME_NONE, &node) < 0)
+				goto out;
+		}
+		struct flame_node *n = &f->nodes[node];
+		n->self_charged[slot] = sat_add(n->self_charged[slot], st[i].charged);
+		n->self_reserved[slot] = sat_add(n->self_reserved[slot], st[i].reserved);
+		n->self_count[slot] = sat_add(n->self_count[slot], st[i].count);
+		n->kinds |= kind_bit(st[i].kind);
+	}
+	rc = 0;
+out:
+	free(map);
+	free(label_of);
+	free(module_of);
+	free(buf);
+	return rc;
+}
+
+/* ---- ordering --------------------------------------------------------------- */
+
+static const struct flame *sort_tree;
+
+static uint64_t weight(const struct flame_node *n)
+{
+	return n->charged[0] > n->charged[1] ? n->charged[0] : n->charged[1];
+}
+
+static uint64_t weight_reserved(const struct flame_node *n)
+{
+	return n->reserved[0] > n->reserved[1] ? n->reserved[0] : n->reserved[1];
+}
+
+static int cmp_children(const void *pa, const void *pb)
+{
+	const struct flame_node *a = &sort_tree->nodes[*(const uint32_t *)pa];
+	const struct flame_node *b = &sort_tree->nodes[*(const uint32_t *)pb];
+	if (weight(a) != weight(b))
+		return weight(a) > weight(b) ? -1 : 1;
+	if (weight_reserved(a) != weight_reserved(b))
+		return weight_reserved(a) > weight_reserved(b) ? -1 : 1;
+	int c = strcmp(sort_tree->labels[a->label], sort_tree->labels[b->label]);
+	if (c)
+		return c;
+	/* Same label under one parent cannot happen; keep the order total anyway. */
+	return (*(const uint32_t *)pa > *(const uint32_t *)pb) - (*(const uint32_t *)pa < *(const uint32_t *)pb);
+}
+
+/* Inclusive sums (children have larger indexes), then sibling lists in order. */
+static int finish(struct flame *f)
+{
+	for (size_t i = 0; i < f->n_nodes; i++) {
+		struct flame_node *n = &f->nodes[i];
+		for (int k = 0; k < 2; k++) {
+			n->charged[k] = n->self_charged[k];
+			n->reserved[k] = n->self_reserved[k];
+			n->count[k] = n->self_count[k];
+		}
+	}
+	for (size_t i = f->n_nodes; i-- > 1;) {
+		struct flame_node *n = &f->nodes[i], *p = &f->nodes[n->parent];
+		for (int k = 0; k < 2; k++) {
+			p->charged[k] = sat_add(p->charged[k], n->charged[k]);
+			p->reserved[k] = sat_add(p->reserved[k], n->reserved[k]);
+			p->count[k] = sat_add(p->count[k], n->count[k]);
+		}
+		p->kinds |= n->kinds;
+	}
+
+	/* Children grouped by parent (a counting sort), then each group sorted. */
+	size_t n = f->n_nodes;
+	uint32_t *start = calloc(n + 1, sizeof(*start));
+	uint32_t *order = malloc((n ? n : 1) * sizeof(*order));
+	if (!start || !order) {
+		free(start);
+		free(order);
+		return error("out of memory");
+	}
+	for (size_t i = 1; i < n; i++)
+		start[f->nodes[i].parent + 1]++;
+	for (size_t i = 0; i < n; i++)
+		start[i + 1] += start[i];
+	uint32_t *fill = malloc((n ? n : 1) * sizeof(*fill));
+	if (!fill) {
+		free(start);
+		free(order);
+		return error("out of memory");
+	}
+	memcpy(fill, start, n * sizeof(*fill));
+	for (size_t i = 1; i < n; i++)
+		order[fill[f->nodes[i].parent]++] = (uint32_t)i;
+	free(fill);
+	sort_tree = f;
+	for (size_t p = 0; p < n; p++) {
+		uint32_t a = start[p], b = start[p + 1];
+		f->nodes[p].first_child = 0;
+		if (a == b)
+			continue;
+		qsort(order + a, b - a, sizeof(*order), cmp_children);
+		f->nodes[p].first_child = order[a];
+		for (uint32_t k = a; k < b; k++)
+			f->nodes[order[k]].next_sibling = k + 1 < b ? order[k + 1] : 0;
+	}
+	sort_tree = NULL;
+	free(start);
+	free(order);
+	return 0;
+}
+
+int flame_build(struct flame *f, const struct snap *a, const struct snap *b, enum flame_set set)
+{
+	memset(f, 0, sizeof(*f));
+	f->nodes_cap = 1024;
+	f->nodes = calloc(f->nodes_cap, sizeof(*f->nodes));
+	if (!f->nodes)
+		return error("out of memory");
+	f->n_nodes = 1;
+	f->nodes[FLAME_ROOT].label = FLAME_NONE;
+	f->nodes[FLAME_ROOT].module = FLAME_NONE;
+	f->two = b != NULL;
+	if (add_snapshot(f, a, set, 0) < 0 || (b && add_snapshot(f, b, set, 1) < 0) || finish(f) < 0) {
+		flame_fin(f);
+		return -1;
+	}
+	/* The hash indexes are only needed while building. */
+	free(f->child_index);
+	free(f->label_index);
+	f->child_index = f->label_index = NULL;
+	f->child_cap = f->label_cap = 0;
+	return 0;
+}
+
+void flame_fin(struct flame *f)
+{
+	for (size_t i = 0; i < f->n_labels; i++)
+		free(f->labels[i]);
+	free(f->labels);
+	free(f->nodes);
+	free(f->child_index);
+	free(f->label_index);
+	memset(f, 0, sizeof(*f));
+}
+
+void flame_walk(const struct flame *f, uint32_t from,
+		void (*fn)(const struct flame *f, uint32_t node, void *arg), void *arg)
+{
+	if (from >= f->n_nodes)
+		return;
+	/* Iterative pre-order: a deep tree must not deepen the C stack. */
+	uint32_t n = from;
+	for (;;) {
+		fn(f, n, arg);
+		if (f->nodes[n].first_child) {
+			n = f->nodes[n].first_child;
+			continue;
+		}
+		while (n != from && !f->nodes[n].next_sibling)
+			n = f->nodes[n].parent;
+		if (n == from)
+			return;
+		n = f->nodes[n].next_sibling;
+	}
+}
+
+/* ---- per-function totals ----------------------------------------------------- */
+
+static int cmp_funcs(const void *pa, const void *pb, const struct flame *f)
+{
+	const struct flame_func *a = pa, *b = pb;
+	uint64_t wa = a->inclusive[0] > a->inclusive[1] ? a->inclusive[0] : a->inclusive[1];
+	uint64_t wb = b->inclusive[0] > b->inclusive[1] ? b->inclusive[0] : b->inclusive[1];
+	if (wa != wb)
+		return wa > wb ? -1 : 1;
+	uint64_t sa = a->self[0] > a->self[1] ? a->self[0] : a->self[1];
+	uint64_t sb = b->self[0] > b->self[1] ? b->self[0] : b->self[1];
+	if (sa != sb)
+		return sa > sb ? -1 : 1;
+	return strcmp(f->labels[a->label], f->labels[b->label]);
+}
+
+static int cmp_funcs_sorted(const void *a, const void *b)
+{
+	return cmp_funcs(a, b, sort_tree);
+}
+
+struct flame_func *flame_functions(const struct flame *f, size_t *n)
+{
+	/* active[label]: how many nodes on the current path carry the label (recursion counts once). */
+	uint32_t *active = calloc(f->n_labels ? f->n_labels : 1, sizeof(*active));
+	struct flame_func *fn = calloc(f->n_labels ? f->n_labels : 1, sizeof(*fn));
+	uint8_t *used = calloc(f->n_labels ? f->n_labels : 1, 1);
+	if (!active || !fn || !used) {
+		free(active);
+		free(fn);
+		free(used);
+		error("out of memory");
+		return NULL;
+	}
+	for (size_t i = 0; i < f->n_labels; i++)
+		fn[i].label = (uint32_t)i;
+
+	/* Iterative depth-first walk, entering and leaving each node once. */
+	uint32_t node = FLAME_ROOT;
+	for (;;) {
+		const struct flame_node *nd = &f->nodes[node];
+		if (node != FLAME_ROOT) {
+			struct flame_func *x = &fn[nd->label];
+			used[nd->label] = 1;
+			for (int k = 0; k < 2; k++) {
+				/* Only the outermost occurrence counts its subtree, so recursion is not double-counted. */
+				if (active[nd->label] == 0)
+					x->inclusive[k] = sat_add(x->inclusive[k], nd->charged[k]);
+				x->self[k] = sat_add(x->self[k], nd->self_charged[k]);
+			}
+			active[nd->label]++;
+		}
+		if (nd->first_child) {
+			node = nd->first_child;
+			continue;
+		}
+		/* Leave this node and every ancestor whose children are done. */
+		for (;;) {
+			if (node == FLAME_ROOT)
+				goto done;
+			active[f->nodes[node].label]--;
+			if (f->nodes[node].next_sibling) {
+				node = f->nodes[node].next_sibling;
+				break;
+			}
+			node = f->nodes[node].parent;
+		}
+	}
+done:
+	free(active);
+	size_t k = 0;
+	for (size_t i = 0; i < f->n_labels; i++)
+		if (used[i])
+			fn[k++] = fn[i];
+	free(used);
+	sort_tree = f;
+	qsort(fn, k, sizeof(*fn), cmp_funcs_sorted);
+	sort_tree = NULL;
+	*n = k;
+	return fn;
+}

@@ -1,0 +1,114 @@
+/*
+ * The frame tree behind every stack-merging view (folded stacks, flame
+ * graphs, per-function totals, diffs): the stacks of one snapshot (or of two,
+ * for a diff) merged by frame label, outermost frame first, with inclusive
+ * and self bytes per node.
+ *
+ * Frames merge by their label (see flame_label), so two call sites in the
+ * same function are one node, and a diff matches stacks across runs whose
+ * addresses differ. Labels are made safe once, here: valid UTF-8, no control
+ * bytes, at most FLAME_LABEL_MAX bytes; renderers only escape them for their
+ * own syntax.
+ */
+#ifndef PTFIL_FLAME_H
+#define PTFIL_FLAME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/snap.h"
+
+#define FLAME_ROOT 0
+#define FLAME_NONE UINT32_MAX
+/* Longer labels (templated C++ names, hostile files) are cut, ending in "...". */
+#define FLAME_LABEL_MAX 400
+
+/* The frame given to a stack with no frame at all, so that the root holds no bytes of its own. */
+#define FLAME_NO_STACK "[no stack]"
+
+/* Bits of flame_node.kinds: which kinds of memory the node's stacks hold. */
+enum {
+	FLAME_KIND_MMAP = 1,
+	FLAME_KIND_BRK = 2,
+	FLAME_KIND_HEAP = 4,
+	FLAME_KIND_PSEUDO = 8,
+};
+
+/*
+ * One node. Slot 0 is the snapshot (in a diff: the one before), slot 1 the
+ * one after (zero unless flame.two). Inclusive values are the sums over the
+ * node's whole subtree; self values are those of the stacks that end here.
+ * The root's inclusive values are the totals.
+ */
+struct flame_node {
+	uint32_t parent;        /* the root's parent is the root */
+	uint32_t first_child;   /* 0 when none (the root is never a child) */
+	uint32_t next_sibling;  /* 0 after the last child */
+	uint32_t label;         /* index in flame.labels; FLAME_NONE for the root */
+	uint32_t module;        /* index in flame.labels of the module's base name, or FLAME_NONE */
+	uint32_t depth;         /* 0 for the root, 1 for outermost frames */
+	unsigned kinds;         /* FLAME_KIND_* bits of the stacks through this node */
+	uint64_t charged[2];
+	uint64_t reserved[2];
+	uint64_t count[2];      /* live blocks or mappings */
+	uint64_t self_charged[2];
+	uint64_t self_reserved[2];
+	uint64_t self_count[2];
+};
+
+struct flame {
+	struct flame_node *nodes;  /* nodes[FLAME_ROOT] is the root; parents have smaller indexes */
+	size_t n_nodes;
+	char **labels;             /* interned, owned */
+	size_t n_labels;
+	int two;                   /* a diff: slot 1 is filled */
+	size_t max_depth;          /* deepest node's depth */
+	/* private */
+	uint32_t *child_index;     /* hash of (parent, label) -> node */
+	size_t child_cap;
+	uint32_t *label_index;     /* hash of label text -> label */
+	size_t label_cap;
+	size_t labels_cap, nodes_cap;
+};
+
+/* Which stacks of a snapshot to merge. */
+enum flame_set { FLAME_PEAK, FLAME_LIVE };
+
+/*
+ * Builds the tree of a (slot 0) and, when b is not NULL, of b (slot 1), from
+ * the given set of stacks. Children are ordered largest first (by the larger
+ * of the two slots' charged bytes), then by label, so the output is
+ * deterministic. Sums saturate at UINT64_MAX. Returns 0, or -1 after error()
+ * when memory runs out (f is then empty but must still be given to
+ * flame_fin). Time and memory are linear in the snapshot's nodes and stacks.
+ */
+int flame_build(struct flame *f, const struct snap *a, const struct snap *b, enum flame_set set);
+void flame_fin(struct flame *f);
+
+/*
+ * The label of frame fi of s, as a NUL-terminated string into buf (size at
+ * least FLAME_LABEL_MAX + 1): the function name; for an unnamed frame in a
+ * module "module-basename+0xOFFSET"; otherwise "0xADDRESS". Pseudo frames
+ * keep their brackets ("[before attach]").
+ */
+void flame_label(const struct snap *s, uint32_t fi, char *buf, size_t size);
+
+/* Calls fn for each node of the subtree under (and including) `from`, parents before children, children in order. */
+void flame_walk(const struct flame *f, uint32_t from,
+		void (*fn)(const struct flame *f, uint32_t node, void *arg), void *arg);
+
+/* Per-function totals, for the text report (heaptrack_print's "inclusive" and "self"). */
+struct flame_func {
+	uint32_t label;
+	uint64_t inclusive[2];  /* charged bytes of the stacks the function appears in (once per stack) */
+	uint64_t self[2];       /* charged bytes of the stacks it is the innermost frame of */
+};
+
+/*
+ * The functions of f with their totals, sorted by inclusive bytes (slot 0, or
+ * in a diff the larger slot), largest first, then by label. Returns the array
+ * (caller frees) and its length in *n; NULL after error() when out of memory.
+ */
+struct flame_func *flame_functions(const struct flame *f, size_t *n);
+
+#endif
