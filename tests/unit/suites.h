@@ -10,4 +10,5 @@ Suite *stacks_suite(void);
 Suite *emu_suite(void);
 Suite *heap_suite(void);
 Suite *refuse_suite(void);
+Suite *flame_suite(void);
 #endif

@@ -1,0 +1,265 @@
+/* The frame tree (tools/flame.c): merging by label, inclusive and self sums, diffs, per-function totals. */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tests/unit/suites.h"
+#include "tools/flame.h"
+#include "common/snap.h"
+
+/*
+ * A small snapshot built in memory. Frames: 0 main, 1 walk, 2 leaf, 3 walk
+ * (a second call site of walk: merges with 1), 4 unnamed in module 0, 5
+ * unnamed without a module.
+ */
+static void make_snap(struct snap *s)
+{
+	static const char *names[] = { "main", "walk", "leaf", "walk", NULL, NULL };
+	static const struct snap_node nodes[] = {
+		{ 0, 0 },  /* 0 root */
+		{ 0, 0 },  /* 1 main */
+		{ 1, 1 },  /* 2 main>walk */
+		{ 2, 3 },  /* 3 main>walk>walk (recursion, other site) */
+		{ 3, 2 },  /* 4 main>walk>walk>leaf */
+		{ 1, 3 },  /* 5 main>walk (other site: same label as node 2) */
+		{ 1, 4 },  /* 6 main>prog+0x40 */
+		{ 0, 5 },  /* 7 0x7fff0000 */
+	};
+	snap_init(s);
+	s->n_modules = 1;
+	s->modules = calloc(1, sizeof(*s->modules));
+	s->modules[0].path = strdup("/usr/bin/prog");
+	s->n_frames = 6;
+	s->frames = calloc(6, sizeof(*s->frames));
+	for (int i = 0; i < 6; i++) {
+		s->frames[i].module = i == 5 ? -1 : 0;
+		s->frames[i].offset = i == 5 ? 0x7fff0000 : 0x10 * (i + 1);
+		s->frames[i].function = names[i] ? strdup(names[i]) : NULL;
+	}
+	s->n_nodes = sizeof(nodes) / sizeof(nodes[0]);
+	s->nodes = malloc(sizeof(nodes));
+	memcpy(s->nodes, nodes, sizeof(nodes));
+	static const struct snap_stack st[] = {
+		{ 4, 'h', 300, 300, 3 },   /* leaf under walk under walk */
+		{ 3, 'h', 100, 100, 1 },   /* walk (recursive) itself */
+		{ 5, 'm', 1000, 4000, 1 }, /* walk, other site: merges with node 2 */
+		{ 2, 'h', 5, 5, 1 },       /* walk, first site */
+		{ 6, 'm', 40, 4096, 1 },
+		{ 7, 'm', 7, 7, 1 },
+		{ 0, 'b', 9, 8192, 1 },    /* no stack */
+	};
+	s->n_stacks = sizeof(st) / sizeof(st[0]);
+	s->stacks = malloc(sizeof(st));
+	memcpy(s->stacks, st, sizeof(st));
+	s->n_live = 1;
+	s->live = malloc(sizeof(*s->live));
+	s->live[0] = st[0];
+}
+
+/* The node reached from the root through the given labels, or FLAME_NONE. */
+static uint32_t find(const struct flame *f, const char *const *path)
+{
+	uint32_t n = FLAME_ROOT;
+	for (; *path; path++) {
+		uint32_t c = f->nodes[n].first_child;
+		while (c && strcmp(f->labels[f->nodes[c].label], *path) != 0)
+			c = f->nodes[c].next_sibling;
+		if (!c)
+			return FLAME_NONE;
+		n = c;
+	}
+	return n;
+}
+
+START_TEST(test_merge_and_sums)
+{
+	struct snap s;
+	struct flame f;
+	make_snap(&s);
+	ck_assert_int_eq(flame_build(&f, &s, NULL, FLAME_PEAK), 0);
+	ck_assert_int_eq(f.two, 0);
+	/* root, main, walk, walk>walk, leaf, prog+0x50, 0x7fff0000, [no stack] */
+	ck_assert_uint_eq(f.n_nodes, 8);
+	ck_assert_uint_eq(f.nodes[FLAME_ROOT].charged[0], 300 + 100 + 1000 + 5 + 40 + 7 + 9);
+	ck_assert_uint_eq(f.nodes[FLAME_ROOT].reserved[0], 300 + 100 + 4000 + 5 + 4096 + 7 + 8192);
+	ck_assert_uint_eq(f.nodes[FLAME_ROOT].self_charged[0], 0);
+
+	const char *walk[] = { "main", "walk", NULL };
+	uint32_t w = find(&f, walk);
+	ck_assert_uint_ne(w, FLAME_NONE);
+	ck_assert_uint_eq(f.nodes[w].self_charged[0], 1005);       /* both call sites */
+	ck_assert_uint_eq(f.nodes[w].charged[0], 1005 + 100 + 300);
+	ck_assert_uint_eq(f.nodes[w].count[0], 1 + 1 + 1 + 3);
+	ck_assert_uint_eq(f.nodes[w].kinds, FLAME_KIND_HEAP | FLAME_KIND_MMAP);
+	ck_assert_uint_eq(f.nodes[w].depth, 2);
+	ck_assert_str_eq(f.labels[f.nodes[w].module], "prog");
+
+	const char *leaf[] = { "main", "walk", "walk", "leaf", NULL };
+	uint32_t l = find(&f, leaf);
+	ck_assert_uint_ne(l, FLAME_NONE);
+	ck_assert_uint_eq(f.nodes[l].charged[0], 300);
+	ck_assert_uint_eq(f.max_depth, 4);
+
+	const char *anon[] = { "main", "prog+0x50", NULL };
+	ck_assert_uint_ne(find(&f, anon), FLAME_NONE);
+	const char *addr[] = { "0x7fff0000", NULL };
+	ck_assert_uint_ne(find(&f, addr), FLAME_NONE);
+	const char *none[] = { FLAME_NO_STACK, NULL };
+	uint32_t ns = find(&f, none);
+	ck_assert_uint_ne(ns, FLAME_NONE);
+	ck_assert_uint_eq(f.nodes[ns].self_reserved[0], 8192);
+	ck_assert_uint_eq(f.nodes[ns].module, FLAME_NONE);
+
+	/* Children largest first: under the root, main (1445) before [no stack] (9) before 0x7fff0000 (7). */
+	uint32_t c = f.nodes[FLAME_ROOT].first_child;
+	ck_assert_str_eq(f.labels[f.nodes[c].label], "main");
+	c = f.nodes[c].next_sibling;
+	ck_assert_str_eq(f.labels[f.nodes[c].label], FLAME_NO_STACK);
+	c = f.nodes[c].next_sibling;
+	ck_assert_str_eq(f.labels[f.nodes[c].label], "0x7fff0000");
+	ck_assert_uint_eq(f.nodes[c].next_sibling, 0);
+	flame_fin(&f);
+	snap_fin(&s);
+}
+END_TEST
+
+START_TEST(test_functions_count_recursion_once)
+{
+	struct snap s;
+	struct flame f;
+	size_t n = 0;
+	make_snap(&s);
+	ck_assert_int_eq(flame_build(&f, &s, NULL, FLAME_PEAK), 0);
+	struct flame_func *fn = flame_functions(&f, &n);
+	ck_assert_ptr_nonnull(fn);
+	ck_assert_uint_eq(n, 6);  /* main walk leaf prog+0x50 0x7fff0000 [no stack] */
+	ck_assert_str_eq(f.labels[fn[0].label], "main");
+	ck_assert_uint_eq(fn[0].inclusive[0], 1445);
+	ck_assert_uint_eq(fn[0].self[0], 0);
+	ck_assert_str_eq(f.labels[fn[1].label], "walk");
+	ck_assert_uint_eq(fn[1].inclusive[0], 1405);        /* not 1805: the recursion counts once */
+	ck_assert_uint_eq(fn[1].self[0], 1005 + 100);
+	ck_assert_str_eq(f.labels[fn[2].label], "leaf");
+	ck_assert_uint_eq(fn[2].inclusive[0], 300);
+	ck_assert_uint_eq(fn[2].self[0], 300);
+	free(fn);
+	flame_fin(&f);
+	snap_fin(&s);
+}
+END_TEST
+
+START_TEST(test_diff_slots)
+{
+	struct snap a, b;
+	struct flame f;
+	make_snap(&a);
+	make_snap(&b);
+	b.stacks[0].charged *= 2;    /* leaf doubled */
+	b.stacks[5].charged = 0;     /* 0x7fff0000 gone */
+	ck_assert_int_eq(flame_build(&f, &a, &b, FLAME_PEAK), 0);
+	ck_assert_int_eq(f.two, 1);
+	ck_assert_uint_eq(f.n_nodes, 8);
+	const char *leaf[] = { "main", "walk", "walk", "leaf", NULL };
+	uint32_t l = find(&f, leaf);
+	ck_assert_uint_eq(f.nodes[l].charged[0], 300);
+	ck_assert_uint_eq(f.nodes[l].charged[1], 600);
+	ck_assert_uint_eq(f.nodes[FLAME_ROOT].charged[1], f.nodes[FLAME_ROOT].charged[0] + 300 - 7);
+	size_t changed = 0;
+	for (size_t i = 1; i < f.n_nodes; i++)
+		changed += f.nodes[i].self_charged[0] != f.nodes[i].self_charged[1];
+	ck_assert_uint_eq(changed, 2);
+	flame_fin(&f);
+
+	/* The live set. */
+	ck_assert_int_eq(flame_build(&f, &a, NULL, FLAME_LIVE), 0);
+	ck_assert_uint_eq(f.n_nodes, 5);  /* root main walk walk leaf */
+	ck_assert_uint_eq(f.nodes[FLAME_ROOT].charged[0], 300);
+	flame_fin(&f);
+	snap_fin(&a);
+	snap_fin(&b);
+}
+END_TEST
+
+START_TEST(test_labels_made_safe)
+{
+	struct snap s;
+	char buf[FLAME_LABEL_MAX + 1];
+	snap_init(&s);
+	s.n_frames = 3;
+	s.frames = calloc(3, sizeof(*s.frames));
+	s.frames[0].module = -1;
+	s.frames[0].function = strdup("a\x1b[31m\xff\xc3\xa9z");
+	s.frames[1].module = -1;
+	s.frames[1].function = malloc(2000);
+	memset(s.frames[1].function, 'x', 1999);
+	s.frames[1].function[1999] = '\0';
+	s.frames[2].module = -1;
+	s.frames[2].function = malloc(2000);
+	/* Multi-byte characters up to the cut: never cut inside one. */
+	for (int i = 0; i < 666; i++)
+		memcpy(s.frames[2].function + 3 * i, "\xe2\x9c\x93", 3);
+	s.frames[2].function[1998] = '\0';
+
+	flame_label(&s, 0, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "a\\x1b[31m\\xff\xc3\xa9z");
+	flame_label(&s, 1, buf, sizeof(buf));
+	ck_assert_uint_eq(strlen(buf), FLAME_LABEL_MAX);
+	ck_assert_str_eq(buf + FLAME_LABEL_MAX - 3, "...");
+	flame_label(&s, 2, buf, sizeof(buf));
+	ck_assert_uint_le(strlen(buf), FLAME_LABEL_MAX);
+	ck_assert_str_eq(buf + strlen(buf) - 3, "...");
+	ck_assert_uint_eq((strlen(buf) - 3) % 3, 0);
+	snap_fin(&s);
+}
+END_TEST
+
+/* A 4096-deep chain: building and walking it must not recurse on the C stack or go quadratic. */
+START_TEST(test_deep_chain)
+{
+	struct snap s;
+	struct flame f;
+	const uint32_t depth = 4096;
+	snap_init(&s);
+	s.n_frames = 2;
+	s.frames = calloc(2, sizeof(*s.frames));
+	s.frames[0].module = s.frames[1].module = -1;
+	s.frames[0].function = strdup("f");
+	s.frames[1].function = strdup("g");
+	s.n_nodes = depth + 1;
+	s.nodes = calloc(s.n_nodes, sizeof(*s.nodes));
+	for (uint32_t i = 1; i <= depth; i++) {
+		s.nodes[i].parent = i - 1;
+		s.nodes[i].frame = i & 1;
+	}
+	s.n_stacks = 1000;
+	s.stacks = calloc(s.n_stacks, sizeof(*s.stacks));
+	for (size_t i = 0; i < s.n_stacks; i++)
+		s.stacks[i] = (struct snap_stack){ depth - (uint32_t)i, 'h', 1, 1, 1 };
+	ck_assert_int_eq(flame_build(&f, &s, NULL, FLAME_PEAK), 0);
+	ck_assert_uint_eq(f.n_nodes, depth + 1);
+	ck_assert_uint_eq(f.max_depth, depth);
+	ck_assert_uint_eq(f.nodes[FLAME_ROOT].charged[0], 1000);
+	size_t n = 0;
+	struct flame_func *fn = flame_functions(&f, &n);
+	ck_assert_uint_eq(n, 2);
+	ck_assert_uint_eq(fn[0].inclusive[0], 1000);
+	ck_assert_uint_eq(fn[1].inclusive[0], 1000);
+	ck_assert_uint_eq(fn[0].self[0] + fn[1].self[0], 1000);
+	free(fn);
+	flame_fin(&f);
+	snap_fin(&s);
+}
+END_TEST
+
+Suite *flame_suite(void)
+{
+	Suite *s = suite_create("flame");
+	TCase *tc = tcase_create("tree");
+	tcase_add_test(tc, test_merge_and_sums);
+	tcase_add_test(tc, test_functions_count_recursion_once);
+	tcase_add_test(tc, test_diff_slots);
+	tcase_add_test(tc, test_labels_made_safe);
+	tcase_add_test(tc, test_deep_chain);
+	suite_add_tcase(s, tc);
+	return s;
+}
