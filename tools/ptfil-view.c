@@ -48,7 +48,7 @@ static void usage(FILE *out)
 		"  -n, --top N        show the N largest stacks and functions (default %d;\n"
 		"                     0 for all); JSON lists every stack unless --top is given\n"
 		"  -d, --depth N      show at most N frames per stack in the report (default: 12,\n"
-		"                     fewer when many stacks are shown, so the report fits a screen)\n"
+		"                     fewer when many stacks are shown, so each stays short)\n"
 		"  -h, --help         show this help and exit\n"
 		"  -V, --version      show the version and exit\n"
 		"\n"
@@ -244,8 +244,8 @@ int main(int argc, char **argv)
 		usage_error(diff ? "unexpected argument '%s' (--diff compares two snapshots)"
 				 : "unexpected argument '%s' (one SNAPSHOT only; --diff compares two)",
 			    argv[optind + want]);
-	if (fmt == FMT_TEXT && o.set == FLAME_LIVE && !diff)
-		usage_error("%s", "--live applies to --folded, --svg, --html and --diff (the report shows what was live at the end)");
+	if ((fmt == FMT_TEXT || fmt == FMT_JSON) && o.set == FLAME_LIVE && !diff)
+		usage_error("%s", "--live applies to --folded, --svg, --html and --diff (the report and JSON show what was live at the end)");
 	o.name_a = argv[optind];
 	o.name_b = diff ? argv[optind + 1] : NULL;
 

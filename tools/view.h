@@ -38,7 +38,7 @@ int view_json(FILE *out, const struct snap *s, const struct view_options *o);
  * Same return convention as view_text.
  *
  * view_folded: collapsed stacks, one line per stack, "outer;...;inner BYTES"
- * (in a diff "outer;...;inner BEFORE AFTER", as flamegraph.pl --diff reads).
+ * (in a diff "outer;...;inner BEFORE AFTER", which flamegraph.pl draws as a differential graph).
  * view_svg: a self-contained interactive flame graph (one <g class="frame">
  * per node drawn). view_html: the whole report as one self-contained page.
  * view_diff_text / view_diff_json: the stacks that grew or shrank.

@@ -1,7 +1,8 @@
 /*
  * Folded stacks ("collapsed" in flamegraph.pl's words): one line per stack,
  * frames outermost first joined by ';', then the charged bytes. In a diff,
- * two numbers (before, after), the input flamegraph.pl --diff expects.
+ * two numbers (before, after): the input flamegraph.pl draws as a
+ * differential flame graph (as difffolded.pl writes it).
  * speedscope and inferno read the one-number form.
  */
 #include "tools/view.h"
