@@ -95,4 +95,28 @@ uint32_t *view_diff_changes(const struct flame *f, size_t *n, size_t *grew, size
 /* The last path component of path (a pointer into it). */
 const char *view_basename(const char *path);
 
+/*
+ * Text for XML and HTML (view_svg.c): & < > " ' as entity references;
+ * control bytes, invalid UTF-8 and the non-characters U+FFFE and U+FFFF
+ * (which XML 1.0 forbids even escaped) as the text \xHH; at most max bytes of
+ * s, then "...".
+ */
+void view_put_xml(FILE *out, const char *s, size_t max);
+
+/*
+ * The command line of s for XML and HTML: arguments quoted as a shell needs,
+ * escaped as view_put_xml does, at most about max bytes of them, then "...".
+ */
+void view_put_command_xml(FILE *out, const struct snap *s, size_t max);
+
+/*
+ * The flame graph as one <svg> element, shared by view_svg and view_html
+ * (view_svg.c). standalone: a whole SVG document with its title, controls,
+ * style and script; otherwise an element for the HTML report, which brings
+ * the controls, style and script once for the page. Same arguments and
+ * return convention as view_svg.
+ */
+int view_flame_svg(FILE *out, const struct snap *a, const struct snap *b, const struct flame *f,
+		   const struct view_options *o, int standalone);
+
 #endif
