@@ -278,7 +278,7 @@ class Browser:
     """Headless Chromium through chromedriver, spoken to in W3C WebDriver over HTTP. A context manager:
     on leaving, the session is deleted and chromedriver's process group killed, whatever happened."""
 
-    ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1400,1000",
+    ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1400,1500",
             "--disable-dev-shm-usage", "--hide-scrollbars"]
 
     def __init__(self, d):
