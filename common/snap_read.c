@@ -3,6 +3,7 @@
 #include "common/snap_syntax.h"
 #include "common/error.h"
 #include "common/hex.h"
+#include "common/u64map.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -43,6 +44,7 @@ struct reader {
 	uint64_t stack_frames;  /* sum of the depths of the `k` and `l` records so far */
 	unsigned seen;          /* singleton records met so far, bit per enum single */
 	int ended;
+	struct u64map stack_seen, live_seen;  /* (node, kind) of each k and l record, for duplicates */
 };
 
 /* Singleton records: each must appear exactly once before `e`. */
@@ -56,19 +58,37 @@ static const char single_tags[SEEN_COUNT] = {
 	SNAP_TAG_EXIT, SNAP_TAG_VMHWM, SNAP_TAG_PAGESIZE, SNAP_TAG_PEAK,
 };
 
-/* Reports the first problem only: one error line per failed read. */
+/*
+ * Reports the first problem only: one error line per failed read. Messages
+ * quote bytes of the file, so every byte that is not printable ASCII is shown
+ * as \xHH: a hostile file cannot put a line break or a terminal escape on
+ * the user's stderr.
+ */
 static int bad(struct reader *r, const char *fmt, ...) PTFIL_PRINTF(2, 3);
 static int bad(struct reader *r, const char *fmt, ...)
 {
-	char msg[512];
+	static const char hexdig[] = "0123456789abcdef";
+	char raw[512], msg[4 * sizeof(raw)];
 	va_list ap;
+	size_t n = 0;
 
 	if (r->failed)
 		return -1;
 	r->failed = 1;
 	va_start(ap, fmt);
-	vsnprintf(msg, sizeof(msg), fmt, ap);
+	vsnprintf(raw, sizeof(raw), fmt, ap);
 	va_end(ap);
+	for (const unsigned char *p = (const unsigned char *)raw; *p; p++) {
+		if (*p >= 0x20 && *p < 0x7f) {
+			msg[n++] = (char)*p;
+			continue;
+		}
+		msg[n++] = '\\';
+		msg[n++] = 'x';
+		msg[n++] = hexdig[*p >> 4];
+		msg[n++] = hexdig[*p & 15];
+	}
+	msg[n] = '\0';
 	if (r->lineno)
 		return error("%s: line %zu: %s", r->name, r->lineno, msg);
 	return error("%s: %s", r->name, msg);
@@ -134,8 +154,11 @@ static int refill(struct reader *r)
 		return bad(r, "read error: %s", strerror(errno));
 	if (zerr == Z_BUF_ERROR)
 		return bad(r, "truncated (the gzip stream ends early)");
-	if (zerr != Z_OK)
-		return bad(r, "corrupt gzip data (%s)", msg ? msg : "unknown error");
+	if (zerr != Z_OK) {
+		/* zlib puts the name it was given, "<fd:N>", first: the file is named already. */
+		const char *sep = msg && strncmp(msg, "<fd:", 4) == 0 ? strstr(msg, ": ") : NULL;
+		return bad(r, "corrupt gzip data (%s)", sep ? sep + 2 : msg ? msg : "unknown error");
+	}
 	return 0;
 }
 
@@ -390,20 +413,32 @@ static int set_single(struct reader *r, enum single which)
 	return 0;
 }
 
-static int rec_stack(struct reader *r, char **f, struct snap_stack **arr, size_t *n, size_t *cap)
+static int rec_stack(struct reader *r, char **f, struct snap_stack **arr, size_t *n, size_t *cap,
+		     struct u64map *seen)
 {
 	struct snap_stack st = { 0 };
 	if (split(r, f, 5) < 0 ||
 	    parse_index(r, f[0], r->s->n_nodes, &st.node, "stack node") < 0)
 		return -1;
 	r->stack_frames += r->depth[st.node];
-	if (r->stack_frames > SNAP_MAX_STACK_FRAMES)
-		return bad(r, "snapshot too large (its stacks hold more than %llu frames in all)",
-			   (unsigned long long)SNAP_MAX_STACK_FRAMES);
+	if (r->stack_frames > SNAP_STACK_FRAMES_BASE + SNAP_STACK_FRAMES_PER_BYTE * r->input)
+		return bad(r, "the stacks named so far hold %llu frames in all, more than %llu for a "
+			   "file of this size (%llu bytes): a deep stack repeated without end",
+			   (unsigned long long)r->stack_frames,
+			   (unsigned long long)(SNAP_STACK_FRAMES_BASE + SNAP_STACK_FRAMES_PER_BYTE * r->input),
+			   (unsigned long long)r->input);
 	if (f[1][1] || (f[1][0] != SNAP_KIND_MMAP && f[1][0] != SNAP_KIND_BRK &&
 			f[1][0] != SNAP_KIND_HEAP && f[1][0] != SNAP_KIND_PSEUDO))
 		return bad(r, "unknown stack kind '%.8s'", f[1]);
 	st.kind = f[1][0];
+	/* One record per stack and kind (see the format): a repeated one would be counted twice. */
+	uint64_t key = (uint64_t)st.node << 8 | (unsigned char)st.kind;
+	if (u64map_get(seen, key) != U64MAP_NONE)
+		return bad(r, "duplicate '%c' record for node %u, kind '%c'", r->line[0], st.node, st.kind);
+	if (charge(r, 4 * (sizeof(uint64_t) + sizeof(uint32_t))) < 0)
+		return -1;
+	if (u64map_put(seen, key, 0) < 0)
+		return bad(r, "out of memory");
 	if (parse_u64(r, f[2], &st.charged, "charged bytes") < 0 ||
 	    parse_u64(r, f[3], &st.reserved, "reserved bytes") < 0 ||
 	    parse_u64(r, f[4], &st.count, "count") < 0 ||
@@ -541,16 +576,19 @@ static int record(struct reader *r)
 		return 0;
 	}
 	case SNAP_TAG_STACK:
-		return rec_stack(r, f, &s->stacks, &s->n_stacks, &r->cap_stacks);
+		return rec_stack(r, f, &s->stacks, &s->n_stacks, &r->cap_stacks, &r->stack_seen);
 	case SNAP_TAG_LIVE:
-		return rec_stack(r, f, &s->live, &s->n_live, &r->cap_live);
+		return rec_stack(r, f, &s->live, &s->n_live, &r->cap_live, &r->live_seen);
 	case SNAP_TAG_SAMPLE: {
 		struct snap_sample smp;
 		if (split(r, f, 3) < 0 ||
 		    parse_double(r, f[0], &smp.time, "sample time") < 0 ||
 		    parse_u64(r, f[1], &smp.charged, "charged bytes") < 0 ||
-		    parse_u64(r, f[2], &smp.rss, "RSS") < 0 ||
-		    grow(r, &s->samples, &r->cap_samples, s->n_samples, sizeof(*s->samples)) < 0)
+		    parse_u64(r, f[2], &smp.rss, "RSS") < 0)
+			return -1;
+		if (s->n_samples && smp.time < s->samples[s->n_samples - 1].time)
+			return bad(r, "sample time %s is before the previous sample's", f[0]);
+		if (grow(r, &s->samples, &r->cap_samples, s->n_samples, sizeof(*s->samples)) < 0)
 			return -1;
 		s->samples[s->n_samples++] = smp;
 		return 0;
@@ -650,6 +688,8 @@ static int run(struct reader *r, struct snap *s)
 	free(r->strs);
 	free(r->depth);
 	free(r->line);
+	u64map_fin(&r->stack_seen);
+	u64map_fin(&r->live_seen);
 	return rc;
 }
 

@@ -43,11 +43,15 @@ enum snap_tag {
 #define SNAP_MAX_MEMORY ((uint64_t)1 << 30)      /* bytes of records held in memory */
 #define SNAP_MAX_INPUT ((uint64_t)4 << 30)       /* uncompressed bytes read in all */
 /*
- * Frames per stack, and frames over all `k` and `l` records: what a renderer
- * that lists every frame of every stack (JSON) does is bounded by the file,
- * not by stacks x depth of a small hostile file.
+ * Frames per stack, and frames over all `k` and `l` records (the sum of the
+ * depths of the stacks they name): at most BASE plus PER_BYTE for each byte
+ * read so far. A renderer that lists every frame of every stack (JSON) then
+ * does work proportional to the file, never stacks x depth of a small hostile
+ * file. Real snapshots stay far below: a stack record is a line of about 30
+ * bytes, and stacks of hundreds of frames that differ only at the end are rare.
  */
 #define SNAP_MAX_DEPTH 4096u
-#define SNAP_MAX_STACK_FRAMES ((uint64_t)1 << 27)
+#define SNAP_STACK_FRAMES_BASE ((uint64_t)1 << 20)
+#define SNAP_STACK_FRAMES_PER_BYTE 64u
 
 #endif

@@ -30,29 +30,33 @@ static uint64_t hash_pair(uint32_t a, uint32_t b)
 
 /* ---- labels ---------------------------------------------------------------- */
 
-/* Appends the safe form of text to buf at *len: control bytes and invalid UTF-8 as \xHH. */
-static void put_safe(char *buf, size_t size, size_t *len, const char *text)
+/*
+ * Appends the safe form of text to buf, which holds *len bytes and has room
+ * for limit bytes plus the NUL: control bytes and invalid UTF-8 as \xHH, cut
+ * at a character boundary with "..." when it does not fit.
+ */
+static void put_safe(char *buf, size_t *len, const char *text, size_t limit)
 {
 	const unsigned char *p = (const unsigned char *)text;
 	size_t left = strlen(text);
-	size_t limit = size - 1 < FLAME_LABEL_MAX ? size - 1 : FLAME_LABEL_MAX;
 
 	while (left) {
 		size_t n = view_utf8_len(p, left);
 		int esc = n == 0 || (n == 1 && (*p < 0x20 || *p == 0x7f));
-		size_t need = esc ? 4 : n;
-		/* Cut at a character boundary, leaving room for the ellipsis (unless this is the last character). */
-		if (*len + need > limit - 3 && !(left == n && *len + need <= limit)) {
-			memcpy(buf + *len, "...", 4);
-			*len += 3;
-			return;
-		}
-		if (esc) {
-			snprintf(buf + *len, size - *len, "\\x%02x", *p);
+		if (esc)
 			n = 1;
-		} else {
-			memcpy(buf + *len, p, n);
+		size_t need = esc ? 4 : n;
+		/* The last character may use the room the ellipsis would need. */
+		size_t room = left == n ? limit : (limit >= 3 ? limit - 3 : 0);
+		if (*len + need > room) {
+			for (int i = 0; i < 3 && *len < limit; i++)
+				buf[(*len)++] = '.';
+			break;
 		}
+		if (esc)
+			snprintf(buf + *len, 5, "\\x%02x", *p);
+		else
+			memcpy(buf + *len, p, n);
 		*len += need;
 		p += n;
 		left -= n;
@@ -63,18 +67,19 @@ static void put_safe(char *buf, size_t size, size_t *len, const char *text)
 void flame_label(const struct snap *s, uint32_t fi, char *buf, size_t size)
 {
 	const struct snap_frame *fr = &s->frames[fi];
-	size_t len = 0;
+	size_t len = 0, limit = size - 1 < FLAME_LABEL_MAX ? size - 1 : FLAME_LABEL_MAX;
 
 	buf[0] = '\0';
 	if (fr->function && fr->function[0]) {
-		put_safe(buf, size, &len, fr->function);
+		put_safe(buf, &len, fr->function, limit);
 		return;
 	}
 	if (fr->module >= 0 && (size_t)fr->module < s->n_modules) {
+		/* "+0x" and at most 16 digits always fit: the module's name is cut instead. */
 		char off[32];
-		put_safe(buf, size, &len, view_basename(s->modules[fr->module].path));
-		snprintf(off, sizeof(off), "+0x%llx", (unsigned long long)fr->offset);
-		put_safe(buf, size, &len, off);
+		int n = snprintf(off, sizeof(off), "+0x%llx", (unsigned long long)fr->offset);
+		put_safe(buf, &len, view_basename(s->modules[fr->module].path), limit - (size_t)n);
+		memcpy(buf + len, off, (size_t)n + 1);
 		return;
 	}
 	snprintf(buf, size, "0x%llx", (unsigned long long)fr->offset);
@@ -254,8 +259,7 @@ static int add_snapshot(struct flame *f, const struct snap *s, enum flame_set se
 		if (mi >= 0 && (size_t)mi < s->n_modules) {
 			if (module_of[mi] == FLAME_NONE) {
 				size_t len = 0;
-				buf[0] = '\0';
-				put_safe(buf, FLAME_LABEL_MAX + 1, &len, view_basename(s->modules[mi].path));
+				put_safe(buf, &len, view_basename(s->modules[mi].path), FLAME_LABEL_MAX);
 				if (intern(f, buf, &module_of[mi]) < 0)
 					goto out;
 			}

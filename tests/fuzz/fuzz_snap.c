@@ -1,0 +1,198 @@
+/*
+ * The libFuzzer target for the snapshot reader: every input is read as a
+ * snapshot from memory and, when it is gzip or one time in eight, from a file
+ * (through zlib, which passes text through: both reads must then agree); every
+ * snapshot that reads is rendered by every renderer, so a hostile file that
+ * slips past the reader crashes here first.
+ * Built and run by tests/fuzz/fuzz.mk (make fuzz, fuzz-run, fuzz-regress).
+ */
+#include "common/error.h"
+#include "common/snap.h"
+#include "tools/flame.h"
+#include "tools/view.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+int LLVMFuzzerInitialize(int *argc, char ***argv);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static FILE *devnull;
+/*
+ * The other side of a diff, besides the input itself: a small snapshot whose
+ * frames share names with the seeds (main, main_big_map), so that a diff has
+ * stacks that grew, shrank, appeared and went.
+ */
+static struct snap other;
+static const char other_text[] =
+	"ptfil-snapshot 1\n"
+	"s 0.1.0\nV 0\ns launch\no 1\ns ./other\na 2\ni 1\nT 1700000000\nd 3\nx 0\n"
+	"w 1048576\nz 4096\np 1.5 1048576 2097152 1048576\n"
+	"s /bin/other\nm 3 - 400000\ns main\nf 0 1300 4\ns main_big_map\nf 0 1234 5\n"
+	"s thread_fn\nf 0 1200 6\nf -1 7f0000001000 -\n"
+	"n 0 0\nn 1 1\nn 1 2\nn 0 3\n"
+	"k 2 m 1048576 1048576 1\nk 3 h 4096 8192 3\nk 4 p 8192 8192 1\nk 1 b 4096 4096 1\n"
+	"l 2 m 1048576 1048576 1\nl 3 h 100 100 1\n"
+	"t 0 0 0\nt 1.5 1048576 1048576\ns signal\nc 7 1\ne\n";
+
+/* A memory file holding the input, for snap_read (which takes a path). */
+static int memfd = -1;
+static char memfd_path[64];
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+	(void)argc;
+	(void)argv;
+	/* Rejections are the expected outcome; libFuzzer's own report stays on stderr. */
+	error_set_progname("fuzz_snap");
+	error_set_quiet(1);
+	devnull = fopen("/dev/null", "w");
+	if (!devnull) {
+		perror("fuzz_snap: /dev/null");
+		abort();
+	}
+	memfd = memfd_create("fuzz_snap", MFD_CLOEXEC);
+	if (memfd < 0) {
+		perror("fuzz_snap: memfd_create");
+		abort();
+	}
+	snprintf(memfd_path, sizeof(memfd_path), "/proc/self/fd/%d", memfd);
+	if (snap_read_mem(other_text, sizeof(other_text) - 1, "other", &other) != 0) {
+		fprintf(stderr, "fuzz_snap: the built-in snapshot does not read\n");
+		abort();
+	}
+	return 0;
+}
+
+/* A renderer's -1 (out of memory, or a renderer not written yet) is an answer, not a crash. */
+static void render_flame(const struct snap *s, const struct snap *b, enum flame_set set)
+{
+	struct view_options o = { .top = VIEW_DEFAULT_TOP, .set = set,
+				  .name_a = "fuzz-a", .name_b = b ? "fuzz-b" : NULL };
+	struct flame f;
+
+	if (flame_build(&f, s, b, set) == 0) {
+		if (b) {
+			view_diff_text(devnull, s, b, &f, &o);
+			view_diff_json(devnull, s, b, &f, &o);
+		}
+		view_folded(devnull, s, b, &f, &o);
+		view_svg(devnull, s, b, &f, &o);
+		view_html(devnull, s, b, &f, &o);
+	}
+	flame_fin(&f);
+}
+
+static void render_all(const struct snap *s)
+{
+	struct view_options o = { .top = VIEW_DEFAULT_TOP, .set = FLAME_PEAK, .name_a = "fuzz" };
+
+	view_text(devnull, s, &o);
+	view_json(devnull, s, &o);
+	o.top = 3;
+	o.top_set = 1;
+	o.depth = 2;
+	view_text(devnull, s, &o);
+	view_json(devnull, s, &o);
+
+	render_flame(s, NULL, FLAME_PEAK);
+	render_flame(s, NULL, FLAME_LIVE);
+	/* A diff of the snapshot against itself (every node matched, nothing grew), and against another. */
+	render_flame(s, s, FLAME_PEAK);
+	render_flame(s, s, FLAME_LIVE);
+	render_flame(s, &other, FLAME_PEAK);
+	render_flame(&other, s, FLAME_LIVE);
+	fflush(devnull);
+	clearerr(devnull);
+}
+
+/* The promises snap.h makes about a snapshot the reader accepted. */
+static void check_snap(const struct snap *s)
+{
+	if (s->n_nodes < 1)
+		abort();
+	for (size_t i = 1; i < s->n_nodes; i++)
+		if (s->nodes[i].parent >= i || s->nodes[i].frame >= s->n_frames)
+			abort();
+	for (size_t i = 0; i < s->n_frames; i++)
+		if (s->frames[i].module < -1 || s->frames[i].module >= (int64_t)s->n_modules)
+			abort();
+	for (size_t i = 0; i < s->n_stacks; i++)
+		if (s->stacks[i].node >= s->n_nodes)
+			abort();
+	for (size_t i = 0; i < s->n_live; i++)
+		if (s->live[i].node >= s->n_nodes)
+			abort();
+	for (size_t i = 1; i < s->n_samples; i++)
+		if (s->samples[i].time < s->samples[i - 1].time)
+			abort();
+}
+
+static void render_and_fin(int rc, struct snap *s)
+{
+	if (rc == 0) {
+		check_snap(s);
+		render_all(s);
+	}
+	snap_fin(s);
+}
+
+/* Whether two reads of the same text gave the same snapshot, as far as its shape goes. */
+static int same_shape(const struct snap *a, const struct snap *b)
+{
+	return a->argc == b->argc && a->n_modules == b->n_modules && a->n_frames == b->n_frames &&
+	       a->n_nodes == b->n_nodes && a->n_stacks == b->n_stacks && a->n_live == b->n_live &&
+	       a->n_samples == b->n_samples && a->n_counters == b->n_counters &&
+	       a->pid == b->pid && a->peak.charged == b->peak.charged;
+}
+
+/* Writes the input to the memory file, from its start, cutting what an earlier input left. */
+static int fill_memfd(const uint8_t *data, size_t size)
+{
+	if (ftruncate(memfd, 0) != 0)
+		return -1;
+	size_t done = 0;
+	while (done < size) {
+		ssize_t n = pwrite(memfd, data + done, size - done, (off_t)done);
+		if (n <= 0)
+			return -1;
+		done += (size_t)n;
+	}
+	return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	struct snap mem, file;
+	int gzip = size >= 2 && data[0] == 0x1f && data[1] == 0x8b;
+	/* Reading from a file costs more than the rest: text takes that path one time in eight. */
+	int from_file = gzip || size % 8 == 0;
+
+	int rc = snap_read_mem((const char *)data, size, "fuzz", &mem);
+	if (!from_file) {
+		render_and_fin(rc, &mem);
+		return 0;
+	}
+	if (fill_memfd(data, size) != 0) {
+		perror("fuzz_snap: cannot write the memory file");
+		abort();
+	}
+	int frc = snap_read(memfd_path, &file);
+	if (!gzip) {
+		/* Text reads the same from memory and from a file (zlib passes it through). */
+		if (frc != rc || (rc == 0 && !same_shape(&mem, &file))) {
+			fprintf(stderr, "fuzz_snap: read from memory gives %d, from a file %d\n", rc, frc);
+			abort();
+		}
+		snap_fin(&file);
+		render_and_fin(rc, &mem);
+	} else {
+		render_and_fin(rc, &mem);
+		render_and_fin(frc, &file);
+	}
+	return 0;
+}
