@@ -39,6 +39,11 @@ static void usage(FILE *f)
 		"  -l, --large-block BYTES  charge heap blocks of BYTES or more by their resident\n"
 		"                        pages, smaller ones by their size (default 65536;\n"
 		"                        K and M suffixes: 64K, 1M)\n"
+		"  -m, --mappings-only   no malloc-family breakpoints: charge only anonymous\n"
+		"                        mappings and brk heap growth, by residency, each to\n"
+		"                        the stack that made the system call (the allocator's\n"
+		"                        own calls included); a first look at a program that\n"
+		"                        allocates millions of blocks a second, at little cost\n"
 		"  -q, --quiet           print nothing on stderr but errors\n"
 		"  -h, --help            show this help\n"
 		"  -V, --version         show the version\n"
@@ -108,6 +113,7 @@ static int cmd_run(int argc, char **argv, int attach)
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "large-block", required_argument, NULL, 'l' },
 		{ "follow-forks", no_argument, NULL, 'f' },
+		{ "mappings-only", no_argument, NULL, 'm' },
 		{ "duration", required_argument, NULL, 'd' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
@@ -118,13 +124,14 @@ static int cmd_run(int argc, char **argv, int attach)
 	o.interval_ms = DEFAULT_INTERVAL_MS;
 	int c;
 	/* '+': stop at the program's name, so its own options stay its own. */
-	while ((c = getopt_long(argc, argv, "+o:i:l:fd:qhV", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+o:i:l:fmd:qhV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'o': o.output = optarg; break;
 		case 'i': o.interval_ms = parse_ms(optarg); break;
 		case 'q': o.quiet = 1; break;
 		case 'l': o.large_block = parse_bytes(optarg); break;
 		case 'f': o.follow_forks = 1; break;
+		case 'm': o.no_heap = 1; break;
 		case 'd':
 			if (!attach) {
 				error("--duration is for attach; a launched program runs to its end");

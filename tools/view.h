@@ -92,6 +92,9 @@ void view_put_safe(FILE *out, const char *s, size_t max);
  */
 uint32_t *view_diff_changes(const struct flame *f, size_t *n, size_t *grew, size_t *shrank);
 
+/* Whether ptfil ran with --mappings-only (the counter options.mappings_only). */
+int view_mappings_only(const struct snap *s);
+
 /* The last path component of path (a pointer into it). */
 const char *view_basename(const char *path);
 

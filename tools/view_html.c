@@ -346,6 +346,8 @@ static void put_header(FILE *out, const struct snap *s, const struct view_option
 	view_format_time(dur, sizeof(dur), s->duration);
 	fprintf(out, "pid %d, ", s->pid);
 	view_put_xml(out, s->mode && *s->mode ? s->mode : "unknown mode", 32);
+	if (view_mappings_only(s))
+		fputs(", mappings only", out);
 	fprintf(out, ", ran %s, exit status ", dur);
 	put_exit(out, s->exit_status);
 	fputs("</p>\n</header>\n", out);
@@ -835,7 +837,12 @@ static void f_command(FILE *out, const struct snap *s)
 	fputs("</code>", out);
 }
 static void f_pid(FILE *out, const struct snap *s) { fprintf(out, "%d", s->pid); }
-static void f_mode(FILE *out, const struct snap *s) { view_put_xml(out, s->mode ? s->mode : "unknown", 64); }
+static void f_mode(FILE *out, const struct snap *s)
+{
+	view_put_xml(out, s->mode ? s->mode : "unknown", 64);
+	if (view_mappings_only(s))
+		fputs(", mappings only (malloc calls not followed)", out);
+}
 static void f_version(FILE *out, const struct snap *s)
 {
 	view_put_xml(out, s->ptfil_version ? s->ptfil_version : "unknown", 64);

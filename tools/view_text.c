@@ -37,6 +37,14 @@ const char *view_kind_name(char kind)
 	}
 }
 
+int view_mappings_only(const struct snap *s)
+{
+	for (size_t i = 0; i < s->n_counters; i++)
+		if (s->counters[i].name && strcmp(s->counters[i].name, "options.mappings_only") == 0)
+			return s->counters[i].count != 0;
+	return 0;
+}
+
 const char *view_basename(const char *path)
 {
 	const char *slash = strrchr(path, '/');
@@ -251,6 +259,8 @@ static void put_header(FILE *out, const struct snap *s)
 	view_format_time(dur, sizeof(dur), s->duration);
 	fprintf(out, "\nprocess  pid %d, ", s->pid);
 	view_put_safe(out, s->mode && *s->mode ? s->mode : "unknown mode", 32);
+	if (view_mappings_only(s))
+		fputs(", mappings only (malloc calls not followed)", out);
 	fprintf(out, ", ran %s, ", dur);
 	if (s->exit_status < 0)
 		fputs("had not exited", out);

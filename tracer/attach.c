@@ -71,8 +71,10 @@ int proc_follow(struct tracer *T, struct proc *p, pid_t tid, const char *pseudo,
 	p->ready = 1;
 	p->last_faults = resid_faults(&p->resid);
 	charge_existing(T, p, pseudo);
-	if (arm && !T->opts.no_heap) {
+	/* With --mappings-only, attach still needs the mapping calls' wrappers: there is no seccomp filter. */
+	if (arm && (!T->opts.no_heap || p->wrappers)) {
 		p->hooks.wrappers = p->wrappers;
+		p->hooks.no_heap = T->opts.no_heap;
 		if (hooks_exec(&p->hooks, tid, &p->mm, &T->reg) || hooks_scan(&p->hooks, tid, &p->mm, &T->reg))
 			warning("process %d: some malloc-family hooks are missing", (int)p->pid);
 	}

@@ -177,7 +177,8 @@ static int build(struct tracer *T, struct proc *p, int live, struct snap *s)
 	    counter(s, &k, "heap.allocs", p->heap.allocs) ||
 	    counter(s, &k, "heap.frees", p->heap.frees + p->heap.unknown_frees) ||
 	    counter(s, &k, "heap.unknown_frees", p->heap.unknown_frees) ||
-	    counter(s, &k, "heap.nested", T->nested_calls))
+	    counter(s, &k, "heap.nested", T->nested_calls) ||
+	    (T->opts.no_heap && counter(s, &k, "options.mappings_only", 1)))
 		return -1;
 	s->n_counters = k;
 	return 0;

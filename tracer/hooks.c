@@ -37,10 +37,11 @@ void hooks_fin(struct hooks *h)
 
 static void forget_all(struct hooks *h)
 {
-	int wrappers = h->wrappers;
+	int wrappers = h->wrappers, no_heap = h->no_heap;
 	hooks_fin(h);
 	hooks_init(h);
 	h->wrappers = wrappers;
+	h->no_heap = no_heap;
 }
 
 int hooks_copy(struct hooks *dst, const struct hooks *src)
@@ -50,6 +51,7 @@ int hooks_copy(struct hooks *dst, const struct hooks *src)
 	dst->trampoline_armed = src->trampoline_armed;
 	dst->trampoline_orig = src->trampoline_orig;
 	dst->wrappers = src->wrappers;
+	dst->no_heap = src->no_heap;
 	dst->curbrk = src->curbrk;
 	for (size_t i = 0; i < src->n; i++) {
 		if (dst->n == dst->cap) {
@@ -204,7 +206,7 @@ int hooks_scan(struct hooks *h, pid_t tid, const struct modmap *mm, struct modre
 			continue;
 		for (int fn = 0; fn < HOOK__COUNT; fn++) {
 			uint64_t off;
-			if (fn == HOOK_DL_DEBUG || (HOOK_IS_WRAPPER(fn) && !h->wrappers))
+			if (fn == HOOK_DL_DEBUG || (HOOK_IS_WRAPPER(fn) ? !h->wrappers : h->no_heap))
 				continue;
 			if (sym_dynamic(e->sym, hook_names[fn], &off) == 0 && add_bp(h, tid, e->base + off, gid, fn, e->path))
 				rc = -1;

@@ -40,6 +40,7 @@ struct hooks {
 	int trampoline_armed;
 	uint8_t trampoline_orig;
 	int wrappers;                  /* also hook the mapping calls' wrappers */
+	int no_heap;                   /* --mappings-only: not the malloc family */
 	uint64_t curbrk;               /* address of libc's __curbrk when wrappers are hooked, else 0 */
 	uint32_t *scanned; size_t n_scanned, cap_scanned;  /* module ids already looked at */
 	uint64_t unhookable;           /* functions found but not hooked (first instruction unknown) */

@@ -82,10 +82,11 @@ static void new_image(struct tracer *T, struct tracee *t)
 	}
 	struct proc *p = t->p;
 	t->in_alloc = 0;
-	int wrappers = p->hooks.wrappers;
+	int wrappers = p->hooks.wrappers, no_heap = p->hooks.no_heap;
 	hooks_fin(&p->hooks);
 	hooks_init(&p->hooks);
 	p->hooks.wrappers = wrappers;
+	p->hooks.no_heap = no_heap;
 }
 
 /* Returns 1 when the thread was let go (it must not be restarted). */

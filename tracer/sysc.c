@@ -367,7 +367,8 @@ int sysc_exec(struct tracer *T, struct proc *p)
 	p->ready = 1;
 	p->last_faults = resid_faults(&p->resid);
 	add_main_stack(T, p);
-	if (!T->opts.no_heap && hooks_exec(&p->hooks, p->pid, &p->mm, &T->reg))
+	p->hooks.no_heap = T->opts.no_heap;
+	if ((!T->opts.no_heap || p->hooks.wrappers) && hooks_exec(&p->hooks, p->pid, &p->mm, &T->reg))
 		warning("process %d: the malloc family cannot be hooked; only mappings are charged", (int)p->pid);
 	return 0;
 }
