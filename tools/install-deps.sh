@@ -1,7 +1,7 @@
 #!/bin/sh
 # Installs the Debian packages ptfil needs to build and test; does nothing when they are all there.
 set -eu
-pkgs="build-essential autoconf automake pkg-config libunwind-dev libelf-dev check zlib1g-dev python3 libjemalloc2 strace groff-base man-db chromium chromium-driver clang libclang-rt-14-dev"
+pkgs="build-essential autoconf automake pkg-config libunwind-dev libelf-dev check zlib1g-dev python3 libjemalloc2 strace groff-base man-db chromium chromium-driver clang libclang-rt-14-dev python3-numpy"
 missing=""
 for p in $pkgs; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -157,7 +157,7 @@ static int build(struct tracer *T, struct proc *p, int live, struct snap *s)
 		s->samples[i].charged = p->samples[i].charged;
 		s->samples[i].rss = p->samples[i].rss;
 	}
-	s->counters = calloc(STOP__COUNT + 16, sizeof(*s->counters)); /* stops, then the named counters below */
+	s->counters = calloc(STOP__COUNT + 24, sizeof(*s->counters)); /* stops, then the named counters below */
 	if (!s->counters)
 		return -1;
 	size_t k = 0;
@@ -171,6 +171,9 @@ static int build(struct tracer *T, struct proc *p, int live, struct snap *s)
 	    counter(s, &k, "unwind.remote_reads", T->unw.remote_reads) ||
 	    counter(s, &k, "unwind.stack_copies", T->unw.stack_copies) ||
 	    counter(s, &k, "unwind.memo_hits", T->unw.memo_hits) ||
+	    counter(s, &k, "unwind.splices", T->unw.splices) ||
+	    counter(s, &k, "unwind.spliced_frames", T->unw.spliced_frames) ||
+	    (T->unw.verify && counter(s, &k, "unwind.splice_mismatches", T->unw.splice_mismatches)) ||
 	    counter(s, &k, "residency.refreshes", T->refreshes) ||
 	    counter(s, &k, "attach.unhooked_mappings", T->reconciled) ||
 	    counter(s, &k, "residency.measures", p->ledger.measures) ||

@@ -1,7 +1,10 @@
 /* libunwind's remote API over our own accessors: a stack copy and module files instead of word-by-word ptrace reads. */
 #include "tracer/unwind.h"
 
+#include <errno.h>
 #include <libunwind.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
@@ -47,6 +50,33 @@ static void load_eh_table(struct modreg_entry *e)
 	e->eh_table = off + 4 + (uint64_t)ptr_size + 4;
 	e->eh_count = count;
 	e->eh_state = 1;
+}
+
+/*
+ * libunwind (as Debian builds it) blocks every signal around each lock it
+ * takes, and it takes one to allocate and free per-frame records: two
+ * sigprocmask system calls each time, about 60 per unwind of an interpreter's
+ * stack, measured as a third of the tracer's time on a NumPy script. Those
+ * masks guard against a signal handler unwinding its own thread, which ptfil
+ * never does, and ptfil is single-threaded. So sigprocmask is defined here:
+ * while ptfil is inside libunwind it does nothing; every other call goes to the
+ * C library as usual. (The C library's own internal calls never come here.)
+ */
+static int in_libunwind;
+
+int sigprocmask(int how, const sigset_t *set, sigset_t *old)
+{
+	if (in_libunwind) {
+		if (old)
+			sigemptyset(old);
+		return 0;
+	}
+	int rc = pthread_sigmask(how, set, old);
+	if (rc) {
+		errno = rc;
+		return -1;
+	}
+	return 0;
 }
 
 static int find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t *pi, int need_unwind_info, void *arg)
@@ -119,7 +149,8 @@ static int access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val, int
 	uint64_t v;
 	if (stack_word(u, addr, &v) == 0) {
 		*val = v;
-		if (u->log.n < UNWIND_MEMO_READS) {
+		if (u->quiet) {
+		} else if (u->log.n < UNWIND_MEMO_READS) {
 			u->log.addr[u->log.n] = addr;
 			u->log.val[u->log.n++] = v;
 		} else {
@@ -137,7 +168,8 @@ static int access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val, int
 	struct iovec l = { val, sizeof(*val) }, rem = { (void *)(uintptr_t)addr, sizeof(*val) };
 	if (process_vm_readv(u->tid, &l, 1, &rem, 1, 0) == (ssize_t)sizeof(*val)) {
 		u->remote_reads++;
-		u->uncacheable = 1;
+		if (!u->quiet)
+			u->uncacheable = 1;
 		return 0;
 	}
 	return -UNW_EINVAL;
@@ -175,8 +207,10 @@ static int access_reg(unw_addr_space_t as, unw_regnum_t reg, unw_word_t *val, in
 	if (write || off < 0 || reg > UNW_X86_64_RIP)
 		return -UNW_EBADREG;
 	memcpy(val, (const char *)u->regs + off, sizeof(*val));
-	u->log.regs_read |= 1u << reg;
-	u->log.reg_val[reg] = *val;
+	if (!u->quiet) {
+		u->log.regs_read |= 1u << reg;
+		u->log.reg_val[reg] = *val;
+	}
 	return 0;
 }
 
@@ -213,12 +247,25 @@ int unwind_init(struct unwind *u)
 {
 	memset(u, 0, sizeof(*u));
 	u->stack = malloc(UNWIND_STACK_COPY);
+	u->last.stack = malloc(UNWIND_STACK_COPY);
 	unw_addr_space_t as = unw_create_addr_space(&accessors, 0);
-	if (!u->stack || !as) {
+	if (!u->stack || !u->last.stack || !as) {
 		free(u->stack);
+		free(u->last.stack);
 		return error("cannot set up the remote unwinder");
 	}
-	unw_set_caching_policy(as, UNW_CACHE_GLOBAL);
+	/*
+	 * The register-state cache, by ip: with it, a step parses no unwind table
+	 * and takes no lock. Without per-thread support (Debian's build), the
+	 * per-thread policy is the global cache with no lock around it, which is
+	 * right for a single-threaded tracer; the global one locks, blocking every
+	 * signal with two system calls per step. Its default 128 entries are far
+	 * too few for an interpreter's deep stacks.
+	 */
+	unw_set_caching_policy(as, UNW_CACHE_PER_THREAD);
+	unw_set_cache_size(as, UNWIND_RS_CACHE, 0);
+	const char *v = getenv("PTFIL_UNWIND_VERIFY");
+	u->verify = v && *v && strcmp(v, "0") != 0;
 	u->as = as;
 	u->gen = 1; /* memos of generation 0 are empty */
 	return 0;
@@ -229,6 +276,7 @@ void unwind_fin(struct unwind *u)
 	if (u->as)
 		unw_destroy_addr_space(u->as);
 	free(u->stack);
+	free(u->last.stack);
 	memset(u, 0, sizeof(*u));
 }
 
@@ -238,6 +286,7 @@ void unwind_flush(struct unwind *u)
 		unw_flush_cache(u->as, 0, 0);
 	/* Memos name code that may be gone: none of them holds any more. */
 	u->gen++;
+	u->last.valid = 0;
 }
 
 int unwind_copied_word(const struct unwind *u, pid_t tid, uint64_t addr, uint64_t *val)
@@ -251,6 +300,22 @@ int unwind_copied_word(const struct unwind *u, pid_t tid, uint64_t addr, uint64_
 void unwind_begin(struct unwind *u, pid_t tid, const struct user_regs_struct *regs,
 		  const struct modmap *mm, struct modreg *reg)
 {
+	if (u->cur_done) {
+		/* The unwind just finished becomes the last one; its stack copy is kept, not copied. */
+		struct unwind_last *l = &u->last;
+		uint8_t *buf = l->stack;
+		l->stack = u->stack;
+		u->stack = buf;
+		l->stack_lo = u->stack_lo;
+		l->stack_len = u->stack_len;
+		memcpy(l->f, u->cur, u->n_cur * sizeof(*l->f));
+		l->n = u->n_cur;
+		l->log = u->log;
+		l->uncacheable = u->uncacheable;
+		l->gen = u->gen;
+		l->valid = 1;
+		u->cur_done = 0;
+	}
 	u->tid = tid;
 	u->regs = regs;
 	u->mm = mm;
@@ -293,15 +358,133 @@ void unwind_memo_store(struct unwind *u, struct unwind_memo *m, uint32_t stack)
 	m->stack = stack;
 }
 
+/*
+ * The callee-saved registers of the cursor's frame, and which of them it
+ * knows. With log unset, what this reads is not part of the memo: it decides
+ * only whether to splice, and a frame that splices is read again with log set.
+ */
+static void frame_state(struct unwind *u, unw_cursor_t *c, struct unwind_frame *f, int log)
+{
+	static const unw_regnum_t saved[UNWIND_SAVED_REGS] = {
+		UNW_X86_64_RBX, UNW_X86_64_RBP, UNW_X86_64_R12, UNW_X86_64_R13, UNW_X86_64_R14, UNW_X86_64_R15,
+	};
+	unw_word_t v;
+	u->quiet = !log;
+	f->saved_ok = 0;
+	f->sp = unw_get_reg(c, UNW_REG_SP, &v) < 0 ? 0 : v;
+	for (int i = 0; i < UNWIND_SAVED_REGS; i++) {
+		f->saved[i] = 0;
+		if (unw_get_reg(c, saved[i], &v) == 0) {
+			f->saved[i] = v;
+			f->saved_ok |= (uint8_t)(1u << i);
+		}
+	}
+	u->quiet = 0;
+}
+
+/*
+ * Whether frame f of the current unwind is frame j of the last one with the
+ * same future: same ip, sp and callee-saved registers, and the same stack
+ * bytes from sp to the end of the last unwind's copy (every word it read for
+ * the frames further out lies there; one that did not came from elsewhere and
+ * made it uncacheable, which forbids this too).
+ */
+static int same_future(struct unwind *u, const struct unwind_frame *f, size_t *j)
+{
+	const struct unwind_last *l = &u->last;
+	while (*j < l->n && l->f[*j].sp < f->sp)
+		(*j)++;
+	if (*j >= l->n || l->f[*j].sp != f->sp || l->f[*j].ip != f->ip || !f->sp)
+		return 0;
+	const struct unwind_frame *g = &l->f[*j];
+	if (g->saved_ok != f->saved_ok || memcmp(g->saved, f->saved, sizeof(g->saved)) != 0)
+		return 0;
+	uint64_t end = l->stack_lo + l->stack_len;
+	if (f->sp < l->stack_lo || f->sp < u->stack_lo || end <= f->sp)
+		return 0;
+	/* The current copy must reach as far: stack_word extends it (or fails past the largest copy). */
+	uint64_t w;
+	if (end - u->stack_lo > u->stack_len && stack_word(u, end - sizeof(w), &w) != 0)
+		return 0;
+	return memcmp(u->stack + (f->sp - u->stack_lo), l->stack + (f->sp - l->stack_lo), end - f->sp) == 0;
+}
+
+/* Takes the last unwind's frames after its frame j, and its reads at sp and above for the memo. */
+static size_t splice(struct unwind *u, size_t j, uint64_t sp, uint64_t *ips, size_t n, size_t max)
+{
+	const struct unwind_last *l = &u->last;
+	size_t before = n;
+	for (size_t k = j + 1; k < l->n && n < max; k++) {
+		u->cur[n] = l->f[k];
+		ips[n++] = l->f[k].ip;
+	}
+	if (l->uncacheable)
+		u->uncacheable = 1;
+	for (uint32_t i = 0; i < l->log.n; i++) {
+		if (l->log.addr[i] < sp)
+			continue;
+		if (u->log.n == UNWIND_MEMO_READS) {
+			u->uncacheable = 1;
+			break;
+		}
+		u->log.addr[u->log.n] = l->log.addr[i];
+		u->log.val[u->log.n++] = l->log.val[i];
+	}
+	u->splices++;
+	u->spliced_frames += n - before;
+	return n;
+}
+
+/* For PTFIL_UNWIND_VERIFY: unwinds again without splicing, quietly, and compares. */
+static void verify_splice(struct unwind *u, const uint64_t *ips, size_t n, size_t max)
+{
+	unw_cursor_t c;
+	size_t k = 1;
+	int same = 1;
+	u->quiet = 1;
+	if (unw_init_remote(&c, u->as, u) == 0) {
+		while (k < max && unw_step(&c) > 0) {
+			unw_word_t ip;
+			if (unw_get_reg(&c, UNW_REG_IP, &ip) < 0 || ip == 0)
+				break;
+			if (k >= n || ips[k] != ip) {
+				same = 0;
+				break;
+			}
+			k++;
+		}
+	}
+	u->quiet = 0;
+	if (!same || k != n)
+		u->splice_mismatches++;
+}
+
+/* At most this many frames are compared with the last unwind, so a miss costs little. */
+#define UNWIND_SPLICE_TRIES 4
+
+static size_t unwind_steps(struct unwind *u, uint64_t *ips, size_t max);
+
 size_t unwind_run(struct unwind *u, uint64_t *ips, size_t max)
+{
+	in_libunwind = 1;
+	size_t n = unwind_steps(u, ips, max);
+	in_libunwind = 0;
+	return n;
+}
+
+static size_t unwind_steps(struct unwind *u, uint64_t *ips, size_t max)
 {
 	u->unwinds++;
 	u->log.n = 0;
 	u->log.regs_read = 0;
 	u->uncacheable = 0;
+	u->n_cur = 0;
+	u->cur_done = 0;
 	size_t n = 0;
 	if (max == 0)
 		return 0;
+	if (max > UNWIND_MAX_FRAMES)
+		max = UNWIND_MAX_FRAMES;
 	ips[n++] = u->regs->rip;
 	/* The first ip is part of the key even when libunwind never asks for it. */
 	u->log.regs_read |= 1u << UNW_X86_64_RIP;
@@ -309,12 +492,39 @@ size_t unwind_run(struct unwind *u, uint64_t *ips, size_t max)
 	unw_cursor_t c;
 	if (unw_init_remote(&c, u->as, u) < 0)
 		return n;
-	while (n < max && unw_step(&c) > 0) {
+	int try = u->last.valid && u->last.gen == u->gen;
+	int tries = 0;
+	size_t j = 0;
+	u->cur[0].ip = u->regs->rip;
+	frame_state(u, &c, &u->cur[0], 0);
+	for (;;) {
+		struct unwind_frame *f = &u->cur[n - 1];
+		/*
+		 * A last unwind cut at the most frames did not reach the end: its frames
+		 * serve only if this one is cut at the same place or later.
+		 */
+		if (try && tries < UNWIND_SPLICE_TRIES && same_future(u, f, &j) &&
+		    (u->last.n < UNWIND_MAX_FRAMES || n + (u->last.n - j - 1) >= max)) {
+			/* What the frame's registers were recovered from becomes part of the memo's key. */
+			frame_state(u, &c, f, 1);
+			n = splice(u, j, f->sp, ips, n, max);
+			if (u->verify)
+				verify_splice(u, ips, n, max);
+			break;
+		}
+		if (try && j < u->last.n && u->last.f[j].sp == f->sp)
+			tries++;
+		if (n >= max || unw_step(&c) <= 0)
+			break;
 		unw_word_t ip;
 		if (unw_get_reg(&c, UNW_REG_IP, &ip) < 0 || ip == 0)
 			break;
+		u->cur[n].ip = ip;
+		frame_state(u, &c, &u->cur[n], 0);
 		ips[n++] = ip;
 	}
+	u->n_cur = n;
+	u->cur_done = 1;
 	u->frames += n;
 	return n;
 }

@@ -18,6 +18,7 @@
 #define UNWIND_FIRST_COPY (8 * 1024)
 
 #define UNWIND_MEMO_READS 96
+#define UNWIND_RS_CACHE 16384   /* libunwind's register-state cache, in entries (ips) */
 
 /*
  * What one unwind read: every register and stack word, with its value. Given
@@ -35,6 +36,36 @@ struct unwind_memo {
 	uint32_t stack;                  /* the interned result */
 };
 
+/*
+ * One frame of an unwind: where it is and the callee-saved registers the
+ * unwinder recovered for it, which with the stack above sp decide every frame
+ * further out.
+ */
+#define UNWIND_SAVED_REGS 6     /* rbx rbp r12 r13 r14 r15 */
+struct unwind_frame {
+	uint64_t ip, sp;
+	uint64_t saved[UNWIND_SAVED_REGS];
+	uint8_t saved_ok;           /* bit n: saved[n] is known */
+};
+
+/*
+ * The last complete unwind, kept so that the next one can stop stepping at the
+ * first frame it shares with it: same ip, sp and callee-saved registers, and
+ * the same stack bytes from sp up to the end of what the last one read. The
+ * frames further out are then the same too, and are copied.
+ */
+struct unwind_last {
+	int valid;
+	unsigned gen;
+	uint8_t *stack;                  /* UNWIND_STACK_COPY bytes, owned */
+	uint64_t stack_lo;
+	size_t stack_len;
+	struct unwind_frame f[UNWIND_MAX_FRAMES];
+	size_t n;
+	struct unwind_memo log;          /* its reads, for the memo of a spliced unwind */
+	int uncacheable;
+};
+
 struct unwind {
 	void *as;                /* unw_addr_space_t */
 	uint8_t *stack;          /* UNWIND_STACK_COPY bytes, owned */
@@ -49,8 +80,16 @@ struct unwind {
 	struct unwind_memo log;
 	int uncacheable;                 /* it read memory a memo cannot check again */
 	unsigned gen;                    /* bumped by unwind_flush */
+	struct unwind_frame cur[UNWIND_MAX_FRAMES];  /* the frames of the current unwind */
+	size_t n_cur;
+	int cur_done;                    /* unwind_run completed since unwind_begin */
+	int quiet;                       /* reads are not logged (they do not decide the result) */
+	struct unwind_last last;
 	/* counters */
 	uint64_t unwinds, frames, remote_reads, stack_copies, memo_hits;
+	uint64_t splices, spliced_frames;  /* unwinds that reused the last one's outer frames, and how many */
+	int verify;                      /* PTFIL_UNWIND_VERIFY set: every splice is checked by a full unwind */
+	uint64_t splice_mismatches;      /* splices that a full unwind contradicted (verify only; 0 expected) */
 };
 
 /* Storage is the caller's; unwind_fin frees the address space and buffer. Returns 0 or -1 after error(). */
