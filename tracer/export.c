@@ -181,6 +181,9 @@ static int build(struct tracer *T, struct proc *p, int live, struct snap *s)
 	    counter(s, &k, "heap.frees", p->heap.frees + p->heap.unknown_frees) ||
 	    counter(s, &k, "heap.unknown_frees", p->heap.unknown_frees) ||
 	    counter(s, &k, "heap.nested", T->nested_calls) ||
+	    counter(s, &k, "tracer.vmhwm_bytes", resid_vmhwm(getpid())) ||
+	    counter(s, &k, "tracer.live_blocks", p->heap.n) ||
+	    counter(s, &k, "tracer.stack_nodes", T->stacks.n_nodes) ||
 	    (T->opts.no_heap && counter(s, &k, "options.mappings_only", 1)))
 		return -1;
 	s->n_counters = k;
