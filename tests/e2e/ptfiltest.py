@@ -296,7 +296,7 @@ class Attached:
     the target and everything in their process groups) is killed with SIGKILL and waited for, so no
     traced or stopped process outlives the test, whether it passed or failed.
 
-        with Attached([target("attach_loop"), "800"]) as a:   # waits for the target's "ready"
+        with Attached([target("attach_loop"), "100"]) as a:   # waits for the target's "ready"
             a.attach()                                      # waits for "attached to process PID"
             a.signal(signal.SIGINT)
             rc, err = a.finish()

@@ -4,7 +4,10 @@
  *
  * Before the loop, before_alloc mallocs a 16 MiB buffer and writes all of it
  * (resident before any attach: charged to [before attach]). Then it prints
- * "ready" and runs ITERATIONS iterations, about 10 ms apart, each of which
+ * "ready" and runs iterations about 10 ms apart, at least ITERATIONS of them
+ * and then on until its SIGUSR2 handler has run (so a test that attaches,
+ * detaches and checks the process before sending SIGUSR2 never finds it
+ * gone, however slow the machine), each of which
  * - replaces one of RING small blocks kept live by ring_alloc (malloc, then
  *   realloc to grow it: every block in the ring is under 4.2 KiB, so the ring
  *   never holds more than 34 KiB), so at any moment 7 or 8 live blocks pass
@@ -13,7 +16,8 @@
  *   (calloc of 96 KiB and of 192 KiB, >= ptfil's 64 KiB large-block size) and
  *   a realloc that grows a block across the large-block size;
  * - folds the content of every block into a checksum.
- * At the end it checksums the 16 MiB buffer too, prints the checksum, the
+ * Only the first ITERATIONS iterations go into the checksum. At the end it
+ * checksums the 16 MiB buffer too, prints the checksum, the
  * number of SIGUSR2 signals its handler saw and its number of threads, and
  * exits with status 7. Every line it prints depends only on ITERATIONS and
  * the number of SIGUSR2 sent, so its output is the same traced or not.
@@ -154,9 +158,10 @@ int main(int argc, char **argv)
 	fflush(stdout);
 
 	uint64_t sum = 1469598103934665603ULL;
-	for (long i = 0; i < iterations; i++) {
-		sum = ring_alloc(i, sum);
-		sum = scratch_work(i, sum);
+	for (long i = 0; i < iterations || !usr2_count; i++) {
+		uint64_t s = scratch_work(i, ring_alloc(i, sum));
+		if (i < iterations)
+			sum = s;
 		pause_10ms();
 	}
 	sum = fold(sum, before_buf, BEFORE_SIZE);
