@@ -26,8 +26,10 @@ void snap_fin(struct snap *s)
 		}
 	free(s->modules);
 	if (s->frames)
-		for (i = 0; i < s->n_frames; i++)
+		for (i = 0; i < s->n_frames; i++) {
 			free(s->frames[i].function);
+			free(s->frames[i].file);
+		}
 	free(s->frames);
 	free(s->nodes);
 	free(s->stacks);

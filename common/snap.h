@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SNAP_FORMAT_VERSION 1
+#define SNAP_FORMAT_VERSION 2
 
 /* What a stack's memory is. One stack node may appear once per kind. */
 enum snap_kind {
@@ -26,11 +26,26 @@ struct snap_module {
 	uint64_t base;   /* address where file offset 0 was mapped, in the target */
 };
 
-/* One frame: a code address resolved to a module and an offset in it. */
+/* What a frame is: machine code, or a line of Python code read from the interpreter. */
+enum snap_frame_kind {
+	SNAP_FRAME_NATIVE = 0,
+	SNAP_FRAME_PYTHON = 1,
+};
+
+/*
+ * One frame. A native frame is a code address resolved to a module and an
+ * offset in it. A Python frame is a line in a Python source file: its module
+ * is -1 and its offset 0 (neither is written to the file).
+ */
 struct snap_frame {
-	int32_t module;  /* index in modules[], or -1 (no module: JIT, vdso, pseudo frame) */
+	int32_t module;  /* index in modules[], or -1 (no module: JIT, vdso, pseudo frame, Python frame) */
 	uint64_t offset; /* address - module base; the absolute address when module is -1 */
-	char *function;  /* symbol name, "[...]" for a pseudo frame, or NULL when unknown */
+	char *function;  /* symbol name, "[...]" for a pseudo frame, or NULL when unknown;
+	                    Python frames: the code object's qualified name ("Model.fit", "<module>") or NULL */
+	int kind;        /* enum snap_frame_kind; 0 (native) in zeroed storage */
+	char *file;      /* Python frames: the source file as the code object names it (never NULL
+	                    once read; written as "" if NULL); NULL for native frames */
+	uint32_t line;   /* Python frames: line number, 0 when unknown; 0 for native frames */
 };
 
 /*

@@ -549,11 +549,39 @@ static int record(struct reader *r)
 		    grow(r, &s->frames, &r->cap_frames, s->n_frames, sizeof(*s->frames)) < 0)
 			return -1;
 		struct snap_frame *fr = &s->frames[s->n_frames];
+		memset(fr, 0, sizeof(*fr));
 		fr->module = (int32_t)ll;
 		fr->offset = u;
-		fr->function = NULL;
+		fr->kind = SNAP_FRAME_NATIVE;
 		s->n_frames++;
 		return parse_str(r, f[2], 1, &fr->function, "string");
+	}
+	case SNAP_TAG_PYFRAME: {
+		/* A reader of version 1 refuses `y` as an unknown tag: so does this one, in such a file. */
+		if (s->version < SNAP_VERSION_PYFRAME)
+			return bad(r, "unknown tag 'y' in a format %u snapshot (Python frames are format %d)",
+				   s->version, SNAP_VERSION_PYFRAME);
+		if (split(r, f, 3) < 0)
+			return -1;
+		if (s->n_frames >= UINT32_MAX)
+			return bad(r, "too many frames");
+		if (parse_u64(r, f[0], &u, "line number") < 0)
+			return -1;
+		if (u > UINT32_MAX)
+			return bad(r, "line number %llu out of range", (unsigned long long)u);
+		if (grow(r, &s->frames, &r->cap_frames, s->n_frames, sizeof(*s->frames)) < 0)
+			return -1;
+		struct snap_frame *fr = &s->frames[s->n_frames];
+		memset(fr, 0, sizeof(*fr));
+		fr->module = -1;
+		fr->kind = SNAP_FRAME_PYTHON;
+		fr->line = (uint32_t)u;
+		/* Counted before parsing so that snap_fin frees what was parsed. */
+		s->n_frames++;
+		if (strcmp(f[2], SNAP_NONE) == 0)
+			return bad(r, "Python frame without a source file ('-')");
+		return parse_str(r, f[1], 1, &fr->function, "string") < 0 ||
+		       parse_str(r, f[2], 0, &fr->file, "string") < 0 ? -1 : 0;
 	}
 	case SNAP_TAG_NODE: {
 		uint32_t parent = 0, frame = 0;

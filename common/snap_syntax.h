@@ -27,6 +27,7 @@ enum snap_tag {
 	SNAP_TAG_PEAK = 'p',       /* p TIME CHARGED RESERVED RSS */
 	SNAP_TAG_MODULE = 'm',     /* m PATH BUILDID|- BASEHEX */
 	SNAP_TAG_FRAME = 'f',      /* f MODULE|-1 OFFSETHEX FUNCTION|- */
+	SNAP_TAG_PYFRAME = 'y',    /* y LINE FUNCTION|- FILE: a Python frame (format 2 on) */
 	SNAP_TAG_NODE = 'n',       /* n PARENT FRAME (node 0 is the implicit root) */
 	SNAP_TAG_STACK = 'k',      /* k NODE KIND CHARGED RESERVED COUNT, at the peak */
 	SNAP_TAG_LIVE = 'l',       /* l NODE KIND CHARGED RESERVED COUNT, live at the end */
@@ -34,6 +35,9 @@ enum snap_tag {
 	SNAP_TAG_COUNTER = 'c',    /* c NAME COUNT */
 	SNAP_TAG_END = 'e',        /* e: last line; anything after it is an error */
 };
+
+/* The first format version with the `y` record (Python frames). */
+#define SNAP_VERSION_PYFRAME 2
 
 /* Written where an optional string reference is absent. */
 #define SNAP_NONE "-"

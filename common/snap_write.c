@@ -288,10 +288,15 @@ static const char *invalid(const struct snap *s)
 	    (s->n_nodes && !s->nodes) || (s->n_stacks && !s->stacks) || (s->n_live && !s->live) ||
 	    (s->n_samples && !s->samples) || (s->n_counters && !s->counters))
 		return "array missing";
-	for (size_t i = 0; i < s->n_frames; i++)
-		if (s->frames[i].module < -1 || (s->frames[i].module >= 0 &&
-						 (size_t)s->frames[i].module >= s->n_modules))
+	for (size_t i = 0; i < s->n_frames; i++) {
+		if (s->frames[i].kind != SNAP_FRAME_NATIVE && s->frames[i].kind != SNAP_FRAME_PYTHON)
+			return "frame of unknown kind";
+		/* A Python frame's module and offset are not written: they cannot be wrong. */
+		if (s->frames[i].kind == SNAP_FRAME_NATIVE &&
+		    (s->frames[i].module < -1 || (s->frames[i].module >= 0 &&
+						  (size_t)s->frames[i].module >= s->n_modules)))
 			return "frame refers to a missing module";
+	}
 	for (size_t i = 1; i < s->n_nodes; i++)
 		if (s->nodes[i].parent >= i || s->nodes[i].frame >= s->n_frames)
 			return "stack trie node out of order or refers to a missing frame";
@@ -353,10 +358,19 @@ static void put_snap(struct writer *w, const struct snap *s)
 		rec_fmt(&r, " %llx", (unsigned long long)s->modules[i].base);
 		rec_end(w, &r);
 	}
+	/* Native and Python frames share one numbering, in the order of frames[]. */
 	for (i = 0; i < s->n_frames && !w->failed; i++) {
-		rec_start(&r, SNAP_TAG_FRAME);
-		rec_fmt(&r, " %d %llx", (int)s->frames[i].module, (unsigned long long)s->frames[i].offset);
-		rec_opt_str(w, &r, s->frames[i].function);
+		const struct snap_frame *fr = &s->frames[i];
+		if (fr->kind == SNAP_FRAME_PYTHON) {
+			rec_start(&r, SNAP_TAG_PYFRAME);
+			rec_fmt(&r, " %u", (unsigned)fr->line);
+			rec_opt_str(w, &r, fr->function);
+			rec_str(w, &r, fr->file);
+		} else {
+			rec_start(&r, SNAP_TAG_FRAME);
+			rec_fmt(&r, " %d %llx", (int)fr->module, (unsigned long long)fr->offset);
+			rec_opt_str(w, &r, fr->function);
+		}
 		rec_end(w, &r);
 	}
 	for (i = 1; i < s->n_nodes && !w->failed; i++) {

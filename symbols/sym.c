@@ -578,7 +578,7 @@ struct sym_file *sym_cache_get(struct sym_cache *c, const char *path)
 	return s->f;
 }
 
-static int dynamic(const struct sym_file *f, const char *name, int data, uint64_t *offset)
+static int dynamic(const struct sym_file *f, const char *name, int data, uint64_t *offset, uint64_t *size)
 {
 	Elf_Scn *scn = find_section(f->elf, SHT_DYNSYM);
 	GElf_Shdr sh;
@@ -597,6 +597,8 @@ static int dynamic(const struct sym_file *f, const char *name, int data, uint64_
 		const char *n = elf_strptr(f->elf, sh.sh_link, s.st_name);
 		if (n && strcmp(n, name) == 0) {
 			*offset = s.st_value - f->bias;
+			if (size)
+				*size = s.st_size;
 			return 0;
 		}
 	}
@@ -605,12 +607,17 @@ static int dynamic(const struct sym_file *f, const char *name, int data, uint64_
 
 int sym_dynamic(const struct sym_file *f, const char *name, uint64_t *offset)
 {
-	return dynamic(f, name, 0, offset);
+	return dynamic(f, name, 0, offset, NULL);
+}
+
+int sym_dynamic_extent(const struct sym_file *f, const char *name, uint64_t *offset, uint64_t *size)
+{
+	return dynamic(f, name, 0, offset, size);
 }
 
 int sym_dynamic_data(const struct sym_file *f, const char *name, uint64_t *offset)
 {
-	return dynamic(f, name, 1, offset);
+	return dynamic(f, name, 1, offset, NULL);
 }
 
 int sym_entry(const struct sym_file *f, uint64_t *offset)

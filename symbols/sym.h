@@ -56,6 +56,8 @@ int sym_eh_frame_hdr(const struct sym_file *f, uint64_t *offset, uint64_t *size)
  * object does not define it.
  */
 int sym_dynamic(const struct sym_file *f, const char *name, uint64_t *offset);
+/* The same, with the function's size in bytes (st_size) in *size. */
+int sym_dynamic_extent(const struct sym_file *f, const char *name, uint64_t *offset, uint64_t *size);
 /* The same for an exported data object (a variable). */
 int sym_dynamic_data(const struct sym_file *f, const char *name, uint64_t *offset);
 

@@ -64,12 +64,99 @@ static void put_safe(char *buf, size_t *len, const char *text, size_t limit)
 	buf[*len] = '\0';
 }
 
+/* Whether p starts "python3.N/" (or "python3.Nt/", a free-threaded build): then its length, else 0. */
+static size_t python_dir(const char *p)
+{
+	size_t n = 0;
+	if (strncmp(p, "python3.", 8) != 0)
+		return 0;
+	n = 8;
+	if (p[n] < '0' || p[n] > '9')
+		return 0;
+	while (p[n] >= '0' && p[n] <= '9')
+		n++;
+	if (p[n] == 't')
+		n++;
+	return p[n] == '/' ? n + 1 : 0;
+}
+
+const char *flame_python_file(const char *file)
+{
+	static const char *const sites[] = { "/site-packages/", "/dist-packages/" };
+	const char *best = NULL, *q;
+
+	for (size_t i = 0; i < sizeof(sites) / sizeof(sites[0]); i++)
+		for (const char *p = file; (q = strstr(p, sites[i])); p = q + 1)
+			if (q[strlen(sites[i])] && (!best || q + strlen(sites[i]) > best))
+				best = q + strlen(sites[i]);
+	if (best)
+		return best;
+	/* The standard library: /usr/lib/python3.11/json/decoder.py, a venv's or pyenv's lib/python3.12/... */
+	for (const char *p = file; (q = strstr(p, "/lib")); p = q + 1) {
+		const char *d = q + 4;
+		if (d[0] == '6' && d[1] == '4')
+			d += 2;
+		if (*d != '/')
+			continue;
+		size_t n = python_dir(d + 1);
+		if (n && d[1 + n])
+			best = d + 1 + n;
+	}
+	return best ? best : file;
+}
+
+/* Appends at most max bytes of text to raw at *n. */
+static void put_raw(char *raw, size_t *n, const char *text, size_t max)
+{
+	size_t len = strnlen(text, max);
+	memcpy(raw + *n, text, len);
+	*n += len;
+}
+
+/*
+ * "FUNCTION (SHORTFILE:LINE)" made safe into buf. Each piece is copied raw up
+ * to PIECE bytes: a piece cut there is longer than any label, so the safe
+ * form is cut (with "...") before it reaches the cut, as if the whole text
+ * had been there.
+ */
+#define PIECE (FLAME_LABEL_MAX + 8)
+static void python_label(const struct snap_frame *fr, int with_line, char *buf, size_t limit)
+{
+	char raw[2 * PIECE + 32];
+	size_t n = 0, len = 0;
+	const char *file = fr->file && fr->file[0] ? flame_python_file(fr->file) : "?";
+
+	put_raw(raw, &n, fr->function && fr->function[0] ? fr->function : "?", PIECE);
+	put_raw(raw, &n, " (", 2);
+	put_raw(raw, &n, file, PIECE);
+	if (with_line && fr->line)
+		n += (size_t)snprintf(raw + n, sizeof(raw) - n, ":%u", (unsigned)fr->line);
+	raw[n++] = ')';
+	raw[n] = '\0';
+	put_safe(buf, &len, raw, limit);
+}
+
+void flame_function_label(const struct snap *s, uint32_t fi, char *buf, size_t size)
+{
+	const struct snap_frame *fr = &s->frames[fi];
+	if (fr->kind != SNAP_FRAME_PYTHON) {
+		flame_label(s, fi, buf, size);
+		return;
+	}
+	buf[0] = '\0';
+	python_label(fr, 0, buf, size - 1 < FLAME_LABEL_MAX ? size - 1 : FLAME_LABEL_MAX);
+}
+
 void flame_label(const struct snap *s, uint32_t fi, char *buf, size_t size)
 {
 	const struct snap_frame *fr = &s->frames[fi];
 	size_t len = 0, limit = size - 1 < FLAME_LABEL_MAX ? size - 1 : FLAME_LABEL_MAX;
 
 	buf[0] = '\0';
+	if (fr->kind == SNAP_FRAME_PYTHON) {
+		python_label(fr, 1, buf, limit);
+		return;
+	}
 	if (fr->function && fr->function[0]) {
 		put_safe(buf, &len, fr->function, limit);
 		return;
@@ -150,9 +237,22 @@ static int grow_child_index(struct flame *f)
 	return 0;
 }
 
-/* The child of parent labelled label, made if new. */
-static int child(struct flame *f, uint32_t parent, uint32_t label, uint32_t module, uint32_t *out)
+/*
+ * What a node made for a frame takes from it (see struct flame_node): one
+ * per frame of the snapshot, so kept small.
+ */
+struct proto {
+	uint32_t label, module, func, file, line;
+	int python;
+};
+
+/*
+ * The child of parent labelled like proto, made if new from proto (the first
+ * frame met with a label gives the node its module, func, file and line).
+ */
+static int child(struct flame *f, uint32_t parent, const struct proto *proto, uint32_t *out)
 {
+	uint32_t label = proto->label;
 	if (f->n_nodes * 2 >= f->child_cap && grow_child_index(f) < 0)
 		return -1;
 	size_t h = hash_pair(parent, label) & (f->child_cap - 1);
@@ -177,7 +277,11 @@ static int child(struct flame *f, uint32_t parent, uint32_t label, uint32_t modu
 	memset(n, 0, sizeof(*n));
 	n->parent = parent;
 	n->label = label;
-	n->module = module;
+	n->module = proto->module;
+	n->func = proto->func;
+	n->file = proto->file;
+	n->line = proto->line;
+	n->python = proto->python;
 	n->depth = f->nodes[parent].depth + 1;
 	if (n->depth > f->max_depth)
 		f->max_depth = n->depth;
@@ -197,6 +301,46 @@ static unsigned kind_bit(char kind)
 }
 
 /*
+ * What a node of frame fi is made of: label, module, func, file, line,
+ * python, interned into f. module_of caches the modules' names (FLAME_NONE
+ * until interned); buf has room for a label.
+ */
+static int frame_proto(struct flame *f, const struct snap *s, uint32_t fi, uint32_t *module_of,
+		       char *buf, struct proto *proto)
+{
+	const struct snap_frame *fr = &s->frames[fi];
+
+	memset(proto, 0, sizeof(*proto));
+	proto->module = proto->file = FLAME_NONE;
+	flame_label(s, fi, buf, FLAME_LABEL_MAX + 1);
+	if (intern(f, buf, &proto->label) < 0)
+		return -1;
+	proto->func = proto->label;
+	if (fr->kind == SNAP_FRAME_PYTHON) {
+		/* The label names the file already: no module, which views would show beside it. */
+		size_t len = 0;
+		proto->python = 1;
+		proto->line = fr->line;
+		flame_function_label(s, fi, buf, FLAME_LABEL_MAX + 1);
+		if (intern(f, buf, &proto->func) < 0)
+			return -1;
+		put_safe(buf, &len, fr->file ? fr->file : "", FLAME_LABEL_MAX);
+		return intern(f, buf, &proto->file);
+	}
+	int32_t mi = fr->module;
+	if (mi >= 0 && (size_t)mi < s->n_modules) {
+		if (module_of[mi] == FLAME_NONE) {
+			size_t len = 0;
+			put_safe(buf, &len, view_basename(s->modules[mi].path), FLAME_LABEL_MAX);
+			if (intern(f, buf, &module_of[mi]) < 0)
+				return -1;
+		}
+		proto->module = module_of[mi];
+	}
+	return 0;
+}
+
+/*
  * Adds one snapshot's stacks into slot. Each trie node of the snapshot maps
  * to a tree node, computed in index order (a trie parent has a smaller
  * index), so the work is linear in the trie and not in stacks x depth.
@@ -205,7 +349,8 @@ static int add_snapshot(struct flame *f, const struct snap *s, enum flame_set se
 {
 	const struct snap_stack *st = set == FLAME_LIVE ? s->live : s->stacks;
 	size_t n_st = set == FLAME_LIVE ? s->n_live : s->n_stacks;
-	uint32_t *map = NULL, *label_of = NULL, *module_of = NULL;
+	uint32_t *map = NULL, *module_of = NULL;
+	struct proto *proto_of = NULL;  /* per frame: its label and the rest a new node takes */
 	char *buf = malloc(FLAME_LABEL_MAX + 1);
 	int rc = -1;
 
@@ -217,14 +362,14 @@ static int add_snapshot(struct flame *f, const struct snap *s, enum flame_set se
 			map[i] = FLAME_NONE;
 		map[0] = FLAME_ROOT;
 	}
-	label_of = malloc((s->n_frames ? s->n_frames : 1) * sizeof(*label_of));
+	proto_of = malloc((s->n_frames ? s->n_frames : 1) * sizeof(*proto_of));
 	module_of = malloc((s->n_modules ? s->n_modules : 1) * sizeof(*module_of));
-	if (!buf || (s->n_nodes && !map) || !label_of || !module_of) {
+	if (!buf || (s->n_nodes && !map) || !proto_of || !module_of) {
 		error("out of memory");
 		goto out;
 	}
 	for (size_t i = 0; i < s->n_frames; i++)
-		label_of[i] = FLAME_NONE;
+		proto_of[i].label = FLAME_NONE;
 	for (size_t i = 0; i < s->n_modules; i++)
 		module_of[i] = FLAME_NONE;
 
@@ -249,23 +394,11 @@ static int add_snapshot(struct flame *f, const struct snap *s, enum flame_set se
 			map[i] = parent;
 			continue;
 		}
-		if (label_of[sn->frame] == FLAME_NONE) {
-			flame_label(s, sn->frame, buf, FLAME_LABEL_MAX + 1);
-			if (intern(f, buf, &label_of[sn->frame]) < 0)
-				goto out;
-		}
-		uint32_t module = FLAME_NONE;
-		int32_t mi = s->frames[sn->frame].module;
-		if (mi >= 0 && (size_t)mi < s->n_modules) {
-			if (module_of[mi] == FLAME_NONE) {
-				size_t len = 0;
-				put_safe(buf, &len, view_basename(s->modules[mi].path), FLAME_LABEL_MAX);
-				if (intern(f, buf, &module_of[mi]) < 0)
-					goto out;
-			}
-			module = module_of[mi];
-		}
-		if (child(f, parent, label_of[sn->frame], module, &map[i]) < 0)
+		struct proto *proto = &proto_of[sn->frame];
+		if (proto->label == FLAME_NONE &&
+		    frame_proto(f, s, sn->frame, module_of, buf, proto) < 0)
+			goto out;
+		if (child(f, parent, proto, &map[i]) < 0)
 			goto out;
 	}
 	for (size_t i = 0; i < n_st; i++) {
@@ -274,9 +407,11 @@ static int add_snapshot(struct flame *f, const struct snap *s, enum flame_set se
 			node = FLAME_ROOT;
 		if (node == FLAME_ROOT) {
 			/* A stack with no frame gets one, so that every stack is a node of its own. */
-			uint32_t label;
-			if (intern(f, FLAME_NO_STACK, &label) < 0 ||
-			    child(f, FLAME_ROOT, label, FLAME_NONE, &node) < 0)
+			struct proto none = { .module = FLAME_NONE, .file = FLAME_NONE };
+			if (intern(f, FLAME_NO_STACK, &none.label) < 0)
+				goto out;
+			none.func = none.label;
+			if (child(f, FLAME_ROOT, &none, &node) < 0)
 				goto out;
 		}
 		struct flame_node *n = &f->nodes[node];
@@ -288,7 +423,7 @@ static int add_snapshot(struct flame *f, const struct snap *s, enum flame_set se
 	rc = 0;
 out:
 	free(map);
-	free(label_of);
+	free(proto_of);
 	free(module_of);
 	free(buf);
 	return rc;
@@ -394,6 +529,8 @@ int flame_build(struct flame *f, const struct snap *a, const struct snap *b, enu
 	f->n_nodes = 1;
 	f->nodes[FLAME_ROOT].label = FLAME_NONE;
 	f->nodes[FLAME_ROOT].module = FLAME_NONE;
+	f->nodes[FLAME_ROOT].func = FLAME_NONE;
+	f->nodes[FLAME_ROOT].file = FLAME_NONE;
 	f->two = b != NULL;
 	if (add_snapshot(f, a, set, 0) < 0 || (b && add_snapshot(f, b, set, 1) < 0) || finish(f) < 0) {
 		flame_fin(f);
@@ -462,7 +599,7 @@ static int cmp_funcs_sorted(const void *a, const void *b)
 
 struct flame_func *flame_functions(const struct flame *f, size_t *n)
 {
-	/* active[label]: how many nodes on the current path carry the label (recursion counts once). */
+	/* active[func]: how many nodes on the current path count as that function (recursion counts once). */
 	uint32_t *active = calloc(f->n_labels ? f->n_labels : 1, sizeof(*active));
 	struct flame_func *fn = calloc(f->n_labels ? f->n_labels : 1, sizeof(*fn));
 	uint8_t *used = calloc(f->n_labels ? f->n_labels : 1, 1);
@@ -481,15 +618,15 @@ struct flame_func *flame_functions(const struct flame *f, size_t *n)
 	for (;;) {
 		const struct flame_node *nd = &f->nodes[node];
 		if (node != FLAME_ROOT) {
-			struct flame_func *x = &fn[nd->label];
-			used[nd->label] = 1;
+			struct flame_func *x = &fn[nd->func];
+			used[nd->func] = 1;
 			for (int k = 0; k < 2; k++) {
 				/* Only the outermost occurrence counts its subtree, so recursion is not double-counted. */
-				if (active[nd->label] == 0)
+				if (active[nd->func] == 0)
 					x->inclusive[k] = sat_add(x->inclusive[k], nd->charged[k]);
 				x->self[k] = sat_add(x->self[k], nd->self_charged[k]);
 			}
-			active[nd->label]++;
+			active[nd->func]++;
 		}
 		if (nd->first_child) {
 			node = nd->first_child;
@@ -499,7 +636,7 @@ struct flame_func *flame_functions(const struct flame *f, size_t *n)
 		for (;;) {
 			if (node == FLAME_ROOT)
 				goto done;
-			active[f->nodes[node].label]--;
+			active[f->nodes[node].func]--;
 			if (f->nodes[node].next_sibling) {
 				node = f->nodes[node].next_sibling;
 				break;

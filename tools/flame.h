@@ -46,6 +46,13 @@ struct flame_node {
 	uint32_t next_sibling;  /* 0 after the last child */
 	uint32_t label;         /* index in flame.labels; FLAME_NONE for the root */
 	uint32_t module;        /* index in flame.labels of the module's base name, or FLAME_NONE */
+	uint32_t func;          /* index in flame.labels of what flame_functions counts the node as:
+	                           its label, or for a Python frame "FUNCTION (SHORTFILE)" (its lines
+	                           together); FLAME_NONE for the root */
+	uint32_t file;          /* Python frames: index in flame.labels of the source file as the
+	                           frame names it, made safe; FLAME_NONE otherwise */
+	uint32_t line;          /* Python frames: line number, 0 when unknown */
+	int python;             /* the frame is a Python frame (enum snap_frame_kind) */
 	uint32_t depth;         /* 0 for the root, 1 for outermost frames */
 	unsigned kinds;         /* FLAME_KIND_* bits of the stacks through this node */
 	uint64_t charged[2];
@@ -89,9 +96,29 @@ void flame_fin(struct flame *f);
  * The label of frame fi of s, as a NUL-terminated string into buf (size at
  * least FLAME_LABEL_MAX + 1): the function name; for an unnamed frame in a
  * module "module-basename+0xOFFSET"; otherwise "0xADDRESS". Pseudo frames
- * keep their brackets ("[before attach]").
+ * keep their brackets ("[before attach]"). A Python frame is
+ * "FUNCTION (SHORTFILE:LINE)" (see flame_python_file), without ":LINE" when
+ * the line is 0, with "?" for an unknown function or an empty file name.
  */
 void flame_label(const struct snap *s, uint32_t fi, char *buf, size_t size);
+
+/*
+ * The label a frame is counted under in the per-function totals: its label,
+ * or for a Python frame "FUNCTION (SHORTFILE)" without the line, so that the
+ * lines of one Python function add up as one function. Same buffer rules as
+ * flame_label.
+ */
+void flame_function_label(const struct snap *s, uint32_t fi, char *buf, size_t size);
+
+/*
+ * A Python source file as it reads in labels: the module path. After the
+ * last "/site-packages/" or "/dist-packages/" ("numpy/core/_methods.py");
+ * else after the last ".../lib/python3.N/" or ".../lib64/python3.N/" (the
+ * standard library: "json/decoder.py"); else the whole name (a script's path
+ * as the code object has it, "<frozen importlib._bootstrap>", "<string>").
+ * Returns a pointer into file.
+ */
+const char *flame_python_file(const char *file);
 
 /* Calls fn for each node of the subtree under (and including) `from`, parents before children, children in order. */
 void flame_walk(const struct flame *f, uint32_t from,
@@ -99,13 +126,13 @@ void flame_walk(const struct flame *f, uint32_t from,
 
 /* Per-function totals, for the text report (heaptrack_print's "inclusive" and "self"). */
 struct flame_func {
-	uint32_t label;
+	uint32_t label;         /* the nodes' func, an index in flame.labels */
 	uint64_t inclusive[2];  /* charged bytes of the stacks the function appears in (once per stack) */
 	uint64_t self[2];       /* charged bytes of the stacks it is the innermost frame of */
 };
 
 /*
- * The functions of f with their totals, sorted by inclusive bytes (slot 0, or
+ * The functions of f (nodes grouped by their func) with their totals, sorted by inclusive bytes (slot 0, or
  * in a diff the larger slot), largest first, then by label. Returns the array
  * (caller frees) and its length in *n; NULL after error() when out of memory.
  */

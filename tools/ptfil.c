@@ -44,6 +44,10 @@ static void usage(FILE *f)
 		"                        the stack that made the system call (the allocator's\n"
 		"                        own calls included); a first look at a program that\n"
 		"                        allocates millions of blocks a second, at little cost\n"
+		"  -n, --native          Python programs (CPython 3.11 to 3.13): keep every\n"
+		"                        native frame, the interpreter's own too; by default\n"
+		"                        a stack shows its Python frames (function, file,\n"
+		"                        line) and the native calls under the innermost one\n"
 		"  -q, --quiet           print nothing on stderr but errors\n"
 		"  -h, --help            show this help\n"
 		"  -V, --version         show the version\n"
@@ -114,6 +118,7 @@ static int cmd_run(int argc, char **argv, int attach)
 		{ "large-block", required_argument, NULL, 'l' },
 		{ "follow-forks", no_argument, NULL, 'f' },
 		{ "mappings-only", no_argument, NULL, 'm' },
+		{ "native", no_argument, NULL, 'n' },
 		{ "duration", required_argument, NULL, 'd' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
@@ -124,7 +129,7 @@ static int cmd_run(int argc, char **argv, int attach)
 	o.interval_ms = DEFAULT_INTERVAL_MS;
 	int c;
 	/* '+': stop at the program's name, so its own options stay its own. */
-	while ((c = getopt_long(argc, argv, "+o:i:l:fmd:qhV", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+o:i:l:fmnd:qhV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'o': o.output = optarg; break;
 		case 'i': o.interval_ms = parse_ms(optarg); break;
@@ -132,6 +137,7 @@ static int cmd_run(int argc, char **argv, int attach)
 		case 'l': o.large_block = parse_bytes(optarg); break;
 		case 'f': o.follow_forks = 1; break;
 		case 'm': o.no_heap = 1; break;
+		case 'n': o.native_frames = 1; break;
 		case 'd':
 			if (!attach) {
 				error("--duration is for attach; a launched program runs to its end");

@@ -92,6 +92,19 @@ void view_put_safe(FILE *out, const char *s, size_t max);
  */
 uint32_t *view_diff_changes(const struct flame *f, size_t *n, size_t *grew, size_t *shrank);
 
+/*
+ * The Python frame a stack listing cut short shows anyway (a Python
+ * program's own line can lie under more interpreter frames than are shown):
+ * among frames[from..n) of s, innermost first, the first Python frame outside
+ * importlib's frozen modules ("<frozen importlib._bootstrap>", which Python's
+ * own tracebacks leave out), else the first Python frame, else n.
+ */
+size_t view_python_frame(const struct snap *s, const uint32_t *frames, size_t from, size_t n);
+/* Whether a Python source file is a frozen module ("<frozen ...>"). */
+int view_frozen_file(const char *file);
+/* The same for a node of a frame tree and its ancestors: the node chosen, or FLAME_ROOT. */
+uint32_t view_python_node(const struct flame *f, uint32_t node);
+
 /* Whether ptfil ran with --mappings-only (the counter options.mappings_only). */
 int view_mappings_only(const struct snap *s);
 

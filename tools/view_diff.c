@@ -61,6 +61,21 @@ uint32_t *view_diff_changes(const struct flame *f, size_t *n, size_t *grew, size
 	return v;
 }
 
+uint32_t view_python_node(const struct flame *f, uint32_t node)
+{
+	uint32_t first = FLAME_ROOT;
+	for (; node != FLAME_ROOT && node < f->n_nodes; node = f->nodes[node].parent) {
+		const struct flame_node *n = &f->nodes[node];
+		if (!n->python)
+			continue;
+		if (n->file == FLAME_NONE || !view_frozen_file(f->labels[n->file]))
+			return node;
+		if (first == FLAME_ROOT)
+			first = node;
+	}
+	return first;
+}
+
 /* "+4.0 MiB", "-512 B", "0 B" */
 static void fmt_delta(char *buf, size_t size, int64_t d)
 {
@@ -99,6 +114,20 @@ static void put_run(FILE *out, const char *what, const char *name, const struct 
 	view_format_size(reserved, sizeof(reserved), s->peak.reserved);
 	view_format_time(when, sizeof(when), s->peak.time);
 	fprintf(out, ", peak %s charged (%s reserved) at %s\n", charged, reserved, when);
+}
+
+/* One frame of a changed stack: its label, and its module's name. */
+static void put_node(FILE *out, const struct flame *f, uint32_t node, int innermost)
+{
+	const struct flame_node *fr = &f->nodes[node];
+	fputs(innermost ? "    \xe2\x86\x92 " : "      ", out);
+	view_put_safe(out, f->labels[fr->label], FLAME_LABEL_MAX);
+	if (fr->module != FLAME_NONE) {
+		fputs(" (", out);
+		view_put_safe(out, f->labels[fr->module], FLAME_LABEL_MAX);
+		fputc(')', out);
+	}
+	fputc('\n', out);
 }
 
 int view_diff_text(FILE *out, const struct snap *a, const struct snap *b, const struct flame *f,
@@ -140,16 +169,15 @@ int view_diff_text(FILE *out, const struct snap *a, const struct snap *b, const 
 		fprintf(out, "#%-2zu %10s  %s \xe2\x86\x92 %s (%s)\n", i + 1, d, before, after, share);
 		size_t k = 0;
 		uint32_t x = v[i];
-		for (; x != FLAME_ROOT && k < depth; x = f->nodes[x].parent, k++) {
-			const struct flame_node *fr = &f->nodes[x];
-			fputs(k == 0 ? "    \xe2\x86\x92 " : "      ", out);
-			view_put_safe(out, f->labels[fr->label], FLAME_LABEL_MAX);
-			if (fr->module != FLAME_NONE) {
-				fputs(" (", out);
-				view_put_safe(out, f->labels[fr->module], FLAME_LABEL_MAX);
-				fputc(')', out);
-			}
-			fputc('\n', out);
+		for (; x != FLAME_ROOT && k < depth; x = f->nodes[x].parent, k++)
+			put_node(out, f, x, k == 0);
+		/* The innermost Python frame is shown even past the depth (view_python_frame). */
+		uint32_t py = view_python_node(f, v[i]);
+		if (x != FLAME_ROOT && py != FLAME_ROOT && f->nodes[py].depth <= f->nodes[x].depth) {
+			if (py != x)
+				fprintf(out, "      ... %u more\n", f->nodes[x].depth - f->nodes[py].depth);
+			put_node(out, f, py, 0);
+			x = f->nodes[py].parent;
 		}
 		if (x != FLAME_ROOT)
 			fprintf(out, "      ... %u more\n", f->nodes[x].depth);

@@ -92,11 +92,41 @@ static void td_delta(FILE *out, uint64_t a, uint64_t b)
 	fputs("</td>", out);
 }
 
-/* A frame: the function (or "??", or the address), and its module and offset unless brief. */
+/*
+ * A Python frame's file and line, "/home/u/demo.py:12", or in short as
+ * labels have it, "demo.py:12" (no line when it is unknown).
+ */
+static void put_file_line(FILE *out, const struct snap_frame *fr, int brief)
+{
+	const char *file = fr->file && *fr->file ? fr->file : "?";
+	view_put_xml(out, brief ? flame_python_file(file) : file, TEXT_MAX);
+	if (fr->line)
+		fprintf(out, ":%u", (unsigned)fr->line);
+}
+
+/*
+ * A frame: the function (or "??", or the address), and its module and offset
+ * unless brief. A Python frame: the function (or "?") and its file and line;
+ * when brief, the short file (the whole name in a tooltip).
+ */
 static void put_frame(FILE *out, const struct snap *s, uint32_t fi, int brief)
 {
 	const struct snap_frame *fr = &s->frames[fi];
 	const struct snap_module *m = NULL;
+	if (fr->kind == SNAP_FRAME_PYTHON) {
+		fputs("<span class=\"fn py\"", out);
+		if (brief) {
+			fputs(" title=\"", out);
+			put_file_line(out, fr, 0);
+			fputc('"', out);
+		}
+		fputc('>', out);
+		view_put_xml(out, fr->function && *fr->function ? fr->function : "?", TEXT_MAX);
+		fputs("</span> <span class=\"mod\">", out);
+		put_file_line(out, fr, brief);
+		fputs("</span>", out);
+		return;
+	}
 	if (fr->module >= 0 && (size_t)fr->module < s->n_modules)
 		m = &s->modules[fr->module];
 	if (brief && m) {
@@ -122,9 +152,12 @@ static void put_frame(FILE *out, const struct snap *s, uint32_t fi, int brief)
 
 #define ARROW " <span class=\"arrow\">\xe2\x86\x90</span> "
 
+#define ELLIPSIS ARROW "<span class=\"arrow\">\xe2\x80\xa6</span>"
+
 /*
  * A stack, innermost frame first: the first INLINE_FRAMES on one line
- * ("f \u2190 caller \u2190 ..."), then every frame with its module in a
+ * ("f \u2190 caller \u2190 ..."), and the innermost Python frame if it is
+ * further (view_python_frame), then every frame with its module in a
  * <details>.
  */
 static int td_stack(FILE *out, const struct snap *s, uint32_t node)
@@ -142,8 +175,17 @@ static int td_stack(FILE *out, const struct snap *s, uint32_t node)
 			fputs(ARROW, out);
 		put_frame(out, s, frames[k], 1);
 	}
-	if (total > INLINE_FRAMES)
-		fputs(ARROW "<span class=\"arrow\">\xe2\x80\xa6</span>", out);
+	size_t more = INLINE_FRAMES;
+	if (total > INLINE_FRAMES) {
+		size_t py = view_python_frame(s, frames, 0, shown);
+		if (py >= INLINE_FRAMES && py < shown) {
+			fputs(ELLIPSIS ARROW, out);
+			put_frame(out, s, frames[py], 1);
+			more = py + 1;
+		}
+	}
+	if (total > more)
+		fputs(ELLIPSIS, out);
 	fputs("</div>", out);
 	if (total > 0) {
 		fprintf(out, "<details><summary>%zu frame%s</summary><ol class=\"frames\">", total, total == 1 ? "" : "s");
@@ -164,7 +206,12 @@ static int td_stack(FILE *out, const struct snap *s, uint32_t node)
 static void put_label(FILE *out, const struct flame *f, uint32_t node, int brief)
 {
 	const struct flame_node *n = &f->nodes[node];
-	if (brief && n->module != FLAME_NONE) {
+	if (n->python && n->file != FLAME_NONE) {
+		/* The label has the short file and the line; the tooltip the whole file name. */
+		fputs("<span class=\"fn py\" title=\"", out);
+		view_put_xml(out, f->labels[n->file], TEXT_MAX);
+		fputs("\">", out);
+	} else if (brief && n->module != FLAME_NONE) {
 		fputs("<span class=\"fn\" title=\"", out);
 		view_put_xml(out, f->labels[n->module], TEXT_MAX);
 		fputs("\">", out);
@@ -191,8 +238,16 @@ static void td_path(FILE *out, const struct flame *f, uint32_t node)
 			fputs(ARROW, out);
 		put_label(out, f, p, 1);
 	}
-	if (depth > INLINE_FRAMES)
-		fputs(ARROW "<span class=\"arrow\">\xe2\x80\xa6</span>", out);
+	if (p != FLAME_ROOT && p < f->n_nodes) {
+		uint32_t py = view_python_node(f, node);
+		if (py != FLAME_ROOT && f->nodes[py].depth <= f->nodes[p].depth) {
+			fputs(ELLIPSIS ARROW, out);
+			put_label(out, f, py, 1);
+			p = f->nodes[py].parent;
+		}
+	}
+	if (p != FLAME_ROOT && p < f->n_nodes)
+		fputs(ELLIPSIS, out);
 	fprintf(out, "</div><details><summary>%zu frame%s</summary><ol class=\"frames\">", depth, depth == 1 ? "" : "s");
 	for (k = 0, p = node; p != FLAME_ROOT && p < f->n_nodes; p = f->nodes[p].parent, k++) {
 		if (k >= STACK_FRAMES_MAX) {

@@ -140,15 +140,48 @@ static void j_bool(struct json *j, const char *key, int v)
 	fputs(v ? "true" : "false", j->out);
 }
 
+static void j_null(struct json *j, const char *key)
+{
+	j_member(j, key);
+	fputs("null", j->out);
+}
+
+/* A Python frame's line: null when unknown (0). */
+static void j_line(struct json *j, uint32_t line)
+{
+	if (line)
+		j_u64(j, "line", line);
+	else
+		j_null(j, "line");
+}
+
 /* ---- the document ---------------------------------------------------------- */
 
+/*
+ * A frame. Native: kind, function, module, build_id, offset. Python: kind,
+ * function (the qualified name), file, line, and the native keys as null, so
+ * that one schema reads both.
+ */
 static void put_frame(struct json *j, const struct snap *s, uint32_t fi)
 {
 	const struct snap_frame *f = &s->frames[fi];
 	const struct snap_module *m = NULL;
+	if (f->kind == SNAP_FRAME_PYTHON) {
+		j_open(j, NULL, '{', 1);
+		j_str(j, "kind", "python");
+		j_str(j, "function", f->function);
+		j_str(j, "file", f->file ? f->file : "");
+		j_line(j, f->line);
+		j_str(j, "module", NULL);
+		j_str(j, "build_id", NULL);
+		j_null(j, "offset");
+		j_close(j, '}');
+		return;
+	}
 	if (f->module >= 0 && (size_t)f->module < s->n_modules)
 		m = &s->modules[f->module];
 	j_open(j, NULL, '{', 1);
+	j_str(j, "kind", "native");
 	j_str(j, "function", f->function);
 	j_str(j, "module", m ? m->path : NULL);
 	j_str(j, "build_id", m ? m->build_id : NULL);
@@ -339,9 +372,15 @@ int view_diff_json(FILE *out, const struct snap *a, const struct snap *b, const 
 		j_u64(&j, "after_count", nd->self_count[1]);
 		j_open(&j, "frames", '[', 0);
 		for (uint32_t x = v[i]; x != FLAME_ROOT; x = f->nodes[x].parent) {
+			const struct flame_node *fr = &f->nodes[x];
 			j_open(&j, NULL, '{', 1);
-			j_str(&j, "function", f->labels[f->nodes[x].label]);
-			j_str(&j, "module", f->nodes[x].module == FLAME_NONE ? NULL : f->labels[f->nodes[x].module]);
+			j_str(&j, "kind", fr->python ? "python" : "native");
+			j_str(&j, "function", f->labels[fr->label]);
+			if (fr->python) {
+				j_str(&j, "file", fr->file == FLAME_NONE ? "" : f->labels[fr->file]);
+				j_line(&j, fr->line);
+			}
+			j_str(&j, "module", fr->module == FLAME_NONE ? NULL : f->labels[fr->module]);
 			j_close(&j, '}');
 		}
 		j_close(&j, ']');

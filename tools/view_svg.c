@@ -190,7 +190,7 @@ static int is_pseudo(const struct flame *f, const struct flame_node *n)
 /*
  * A frame's colour: warm, from a family of hues chosen by its module (so one
  * library's frames look alike) and varied by its label, stable across runs;
- * grey for pseudo frames. In a diff: red for growth, blue for shrinking, the
+ * green for Python frames, by their file; grey for pseudo frames. In a diff: red for growth, blue for shrinking, the
  * deeper the larger the change relative to the larger side.
  */
 static void frame_colour(char *buf, size_t size, const struct flame *f, const struct flame_node *n)
@@ -212,6 +212,12 @@ static void frame_colour(char *buf, size_t size, const struct flame *f, const st
 	uint32_t h = hash32(f->labels[n->label]);
 	if (is_pseudo(f, n)) {
 		hsl(buf, size, 0, 0, 0.70 + (h % 8) / 100.0);
+		return;
+	}
+	if (n->python) {
+		uint32_t file = n->file != FLAME_NONE ? hash32(f->labels[n->file]) : h >> 16;
+		hsl(buf, size, 85 + (file % 4) * 10 + (h % 11), 0.45 + ((h >> 8) % 15) / 100.0,
+		    0.50 + ((h >> 13) % 15) / 100.0);
 		return;
 	}
 	uint32_t fam = n->module != FLAME_NONE ? hash32(f->labels[n->module]) : h >> 16;
@@ -434,6 +440,9 @@ static void put_tooltip(FILE *out, const struct flame *f, uint32_t i)
 	if (n->module != FLAME_NONE) {
 		fputs("\nin ", out);
 		view_put_xml(out, f->labels[n->module], FLAME_LABEL_MAX);
+	} else if (n->python && n->file != FLAME_NONE) {
+		fputs("\nin ", out);
+		view_put_xml(out, f->labels[n->file], FLAME_LABEL_MAX);
 	}
 	if (f->two) {
 		fputs("\ncharged ", out);

@@ -218,10 +218,24 @@ static void put_arg(FILE *out, const char *a)
 	fputc('\'', out);
 }
 
+/*
+ * A frame in a listed stack: native frames with their module and offset,
+ * Python frames with their whole file name and line, "make_arrays
+ * (/home/u/demo.py:12)".
+ */
 static void put_frame(FILE *out, const struct snap *s, uint32_t fi)
 {
 	const struct snap_frame *f = &s->frames[fi];
 	const struct snap_module *m = NULL;
+	if (f->kind == SNAP_FRAME_PYTHON) {
+		view_put_safe(out, f->function && *f->function ? f->function : "?", MAX_SHOWN);
+		fputs(" (", out);
+		view_put_safe(out, f->file && *f->file ? f->file : "?", MAX_SHOWN);
+		if (f->line)
+			fprintf(out, ":%u", (unsigned)f->line);
+		fputc(')', out);
+		return;
+	}
 	if (f->module >= 0 && (size_t)f->module < s->n_modules)
 		m = &s->modules[f->module];
 	if (f->function)
@@ -314,6 +328,70 @@ static size_t choose_depth(const struct view_options *o, size_t shown)
 	return d > DEPTH_MAX ? DEPTH_MAX : d < DEPTH_MIN ? DEPTH_MIN : d;
 }
 
+/* The first Python frame among frames[from..n), or n when there is none. */
+static size_t next_python(const struct snap *s, const uint32_t *frames, size_t from, size_t n)
+{
+	for (; from < n; from++)
+		if (s->frames[frames[from]].kind == SNAP_FRAME_PYTHON)
+			break;
+	return from;
+}
+
+int view_frozen_file(const char *file)
+{
+	return file && strncmp(file, "<frozen ", 8) == 0;
+}
+
+size_t view_python_frame(const struct snap *s, const uint32_t *frames, size_t from, size_t n)
+{
+	size_t first = next_python(s, frames, from, n);
+	for (size_t k = first; k < n; k = next_python(s, frames, k + 1, n))
+		if (!view_frozen_file(s->frames[frames[k]].file))
+			return k;
+	return first;
+}
+
+/*
+ * The frames of a stack, innermost first, at most depth of them. A stack with
+ * Python frames is shown as its Python author reads it: the innermost frame
+ * (the allocating call), then from the innermost Python frame outwards
+ * (view_python_frame) depth frames; the interpreter's and extensions' native
+ * frames in between are counted, not listed.
+ */
+static void put_stack_frames(FILE *out, const struct snap *s, const uint32_t *frames, size_t total,
+			     size_t depth)
+{
+	if (total == 0) {
+		fputs("      (no call stack)\n", out);
+		return;
+	}
+	size_t py = view_python_frame(s, frames, 0, total);
+	size_t from = 0, shown = total < depth ? total : depth;
+	if (py < total && py >= shown) {
+		from = py;               /* frames[1..py) are skipped */
+		shown = 1;
+	}
+	for (size_t k = 0; k < shown; k++) {
+		/* The innermost frame is the function that made the mapping. */
+		fputs(k == 0 ? "    \xe2\x86\x92 " : "      ", out);
+		put_frame(out, s, frames[k]);
+		fputc('\n', out);
+	}
+	if (from) {
+		if (from > 1)
+			fprintf(out, "      ... %zu more\n", from - 1);
+		size_t end = total - from < depth ? total : from + depth;
+		for (size_t k = from; k < end; k++) {
+			fputs("      ", out);
+			put_frame(out, s, frames[k]);
+			fputc('\n', out);
+		}
+		shown = end;
+	}
+	if (total > shown)
+		fprintf(out, "      ... %zu more\n", total - shown);
+}
+
 /* Lists the largest of n stacks: `what` names the set ("at the peak"), whole is the total for shares. */
 static int put_stacks(FILE *out, const struct snap *s, const struct view_options *o,
 		      const struct snap_stack *stacks, size_t n, const char *what, uint64_t whole)
@@ -323,11 +401,8 @@ static int put_stacks(FILE *out, const struct snap *s, const struct view_options
 		return -1;
 	size_t shown = o->top && o->top < n ? o->top : n;
 	size_t depth = choose_depth(o, shown);
-	uint32_t *frames = malloc(depth * sizeof(*frames));
-	if (!frames) {
-		free(v);
-		return error("out of memory");
-	}
+	uint32_t *frames = NULL;
+	size_t cap = 0;
 
 	if (n == 0)
 		fprintf(out, "\nno stack holds memory %s\n", what);
@@ -346,17 +421,19 @@ static int put_stacks(FILE *out, const struct snap *s, const struct view_options
 			reserved, view_kind_name(st->kind), (unsigned long long)st->count);
 		if (view_is_sparse(st))
 			fprintf(out, "      sparse: reserved %s, resident %s\n", reserved, charged);
-		size_t total = snap_stack_frames(s, st->node, frames, depth);
-		if (total == 0)
-			fputs("      (no call stack)\n", out);
-		for (size_t k = 0; k < total && k < depth; k++) {
-			/* The innermost frame is the function that made the mapping. */
-			fputs(k == 0 ? "    \xe2\x86\x92 " : "      ", out);
-			put_frame(out, s, frames[k]);
-			fputc('\n', out);
+		size_t total = snap_stack_frames(s, st->node, NULL, 0);
+		if (total > cap) {
+			uint32_t *nf = realloc(frames, total * sizeof(*frames));
+			if (!nf) {
+				free(frames);
+				free(v);
+				return error("out of memory");
+			}
+			frames = nf;
+			cap = total;
 		}
-		if (total > depth)
-			fprintf(out, "      ... %zu more\n", total - depth);
+		snap_stack_frames(s, st->node, frames, total);
+		put_stack_frames(out, s, frames, total, depth);
 	}
 	if (shown < n) {
 		uint64_t rest = 0;

@@ -106,7 +106,17 @@ static int build(struct tracer *T, struct proc *p, int live, struct snap *s)
 		const struct stacks_frame *f = &T->stacks.frames[i];
 		struct snap_frame *o = &s->frames[i];
 		o->offset = f->offset;
-		if (f->name) {
+		if (f->module == STACKS_PY_MODULE) {
+			const struct pyname *py = &T->pynames.v[f->offset >> 32];
+			o->kind = SNAP_FRAME_PYTHON;
+			o->module = -1;
+			o->offset = 0;
+			o->line = (uint32_t)f->offset;
+			o->function = strdup(py->function);
+			o->file = strdup(py->file);
+			if (!o->function || !o->file)
+				return -1;
+		} else if (f->name) {
 			o->module = -1;
 			o->function = strdup(f->name);
 		} else if (f->module == STACKS_NO_MODULE) {
@@ -157,7 +167,7 @@ static int build(struct tracer *T, struct proc *p, int live, struct snap *s)
 		s->samples[i].charged = p->samples[i].charged;
 		s->samples[i].rss = p->samples[i].rss;
 	}
-	s->counters = calloc(STOP__COUNT + 24, sizeof(*s->counters)); /* stops, then the named counters below */
+	s->counters = calloc(STOP__COUNT + 40, sizeof(*s->counters)); /* stops, then the named counters below */
 	if (!s->counters)
 		return -1;
 	size_t k = 0;
@@ -184,7 +194,19 @@ static int build(struct tracer *T, struct proc *p, int live, struct snap *s)
 	    counter(s, &k, "tracer.vmhwm_bytes", resid_vmhwm(getpid())) ||
 	    counter(s, &k, "tracer.live_blocks", p->heap.n) ||
 	    counter(s, &k, "tracer.stack_nodes", T->stacks.n_nodes) ||
-	    (T->opts.no_heap && counter(s, &k, "options.mappings_only", 1)))
+	    (T->opts.no_heap && counter(s, &k, "options.mappings_only", 1)) ||
+	    (T->opts.native_frames && counter(s, &k, "options.native_frames", 1)))
+		return -1;
+	const struct pystats *ps = &T->pystats;
+	if (p->py.state == PY_READY &&
+	    (counter(s, &k, "python.minor_version", p->py.minor) ||
+	     counter(s, &k, "python.stacks", ps->stacks) || counter(s, &k, "python.frames", ps->frames) ||
+	     counter(s, &k, "python.reads", ps->reads) || counter(s, &k, "python.code_decodes", ps->code_decodes) ||
+	     counter(s, &k, "python.code_hits", ps->code_hits) || counter(s, &k, "python.thread_scans", ps->thread_scans) ||
+	     counter(s, &k, "python.no_thread_state", ps->no_thread) || counter(s, &k, "python.cut", ps->cut) ||
+	     counter(s, &k, "python.group_mismatches", ps->group_mismatch) ||
+	     counter(s, &k, "python.native_stacks", ps->native_stacks) ||
+	     counter(s, &k, "python.native_us", ps->native_us) || counter(s, &k, "python.python_us", ps->python_us)))
 		return -1;
 	s->n_counters = k;
 	return 0;

@@ -48,6 +48,7 @@ static struct proc *proc_new(struct tracer *T, pid_t pid)
 	heap_init(&p->heap, &p->ledger, T->opts.large_block, (uint64_t)sysconf(_SC_PAGESIZE));
 	hooks_init(&p->hooks);
 	modmap_init(&p->mm);
+	pyproc_init(&p->py);
 	u64map_init(&p->seen);
 	p->status = -1;
 	p->started = tracer_now(T);
@@ -117,6 +118,7 @@ void proc_fin(struct proc *p)
 	hooks_fin(&p->hooks);
 	ledger_fin(&p->ledger);
 	modmap_fin(&p->mm);
+	pyproc_fin(&p->py);
 	free(p);
 }
 

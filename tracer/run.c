@@ -27,6 +27,9 @@ int run_init(struct tracer *T, const struct tracer_opts *o)
 	T->t0 = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	T->start_time = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	pynames_init(&T->pynames);
+	const char *np = getenv("PTFIL_NO_PYTHON");
+	T->no_python = np && *np && strcmp(np, "0") != 0;
 	if (stacks_init(&T->stacks) || modreg_init(&T->reg) || unwind_init(&T->unw))
 		return error("cannot initialize the tracer");
 	return 0;
@@ -46,6 +49,7 @@ void run_fin(struct tracer *T)
 			free(t);
 		}
 	unwind_fin(&T->unw);
+	pynames_fin(&T->pynames);
 	modreg_fin(&T->reg);
 	stacks_fin(&T->stacks);
 }

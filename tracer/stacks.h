@@ -12,6 +12,7 @@
 #include "common/u64map.h"
 
 #define STACKS_NO_MODULE UINT32_MAX
+#define STACKS_PY_MODULE (UINT32_MAX - 1)  /* a Python frame: offset is name id << 32 | line */
 #define STACKS_ROOT 0
 #define STACKS_FAILED UINT32_MAX
 
@@ -39,6 +40,11 @@ void stacks_fin(struct stacks *s);
 
 /* The frame id for (module, offset), created on first use; STACKS_FAILED when out of memory. */
 uint32_t stacks_frame(struct stacks *s, uint32_t module, uint64_t offset);
+/* A Python frame: a name id (struct pynames, tracer/pystack.h) and a line; STACKS_FAILED out of memory. */
+static inline uint32_t stacks_py_frame(struct stacks *s, uint32_t name, uint32_t line)
+{
+	return stacks_frame(s, STACKS_PY_MODULE, (uint64_t)name << 32 | line);
+}
 /* A frame that names memory without a call stack; name must outlive s (a string literal). */
 uint32_t stacks_pseudo_frame(struct stacks *s, const char *name);
 

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/ptrace.h>
+#include <time.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/user.h>
@@ -127,7 +128,7 @@ static uint32_t frame_of(struct tracer *T, struct proc *p, uint64_t ip, int call
 	return stacks_frame(&T->stacks, r->gid, at - T->reg.v[r->gid].base);
 }
 
-uint32_t capture_stack(struct tracer *T, struct tracee *t, const struct user_regs_struct *regs)
+static uint32_t native_stack(struct tracer *T, struct tracee *t, const struct user_regs_struct *regs)
 {
 	struct proc *p = t->p;
 	uint64_t ips[UNWIND_MAX_FRAMES];
@@ -169,6 +170,97 @@ uint32_t capture_stack(struct tracer *T, struct tracee *t, const struct user_reg
 	/* A stack with frames in unknown code may read better once the maps are read again: not kept. */
 	if (!missing)
 		unwind_memo_store(&T->unw, &t->memo[t->memo_next++ % TRACEE_MEMOS], node);
+	return node;
+}
+
+/* pystack_word_fn over the stack copy the unwinder took of a thread. */
+struct copied { const struct unwind *u; pid_t tid; };
+static int stack_word(void *ctx, uint64_t addr, uint64_t *val)
+{
+	const struct copied *c = ctx;
+	return unwind_copied_word(c->u, c->tid, addr, val);
+}
+
+/*
+ * Stack node with the Python frames thread t is running in place of the
+ * native eval loop frames that ran them, outermost group first. Unless
+ * opts.native_frames, the native frames outside the innermost Python frame
+ * are left out, so that a stack reads as Python code down to the native
+ * calls that allocated. Returns node itself when no Python frame is read.
+ */
+static uint32_t with_python(struct tracer *T, struct tracee *t, uint32_t node)
+{
+	struct proc *p = t->p;
+	uint32_t in[UNWIND_MAX_FRAMES];
+	size_t n = 0, evals = 0;
+	for (uint32_t k = node; k != STACKS_ROOT && n < UNWIND_MAX_FRAMES; k = T->stacks.nodes[k].parent) {
+		in[n] = T->stacks.nodes[k].frame;
+		const struct stacks_frame *f = &T->stacks.frames[in[n++]];
+		evals += pystack_is_eval(&p->py, f->module, f->offset);
+	}
+	if (!evals)
+		return node;
+	static struct pyframe py[PY_MAX_FRAMES];
+	struct copied copy = { &T->unw, t->tid };
+	size_t np = pystack_read(&p->py, &T->pynames, &T->pystats, p->pid, t->tid, stack_word, &copy, py, PY_MAX_FRAMES);
+	if (!np)
+		return node;
+	uint32_t out[UNWIND_MAX_FRAMES + PY_MAX_FRAMES];
+	size_t m = 0, pi = 0, groups = 0;
+	int seen = 0, all = T->opts.native_frames;
+	for (size_t i = 0; i < n; i++) {
+		const struct stacks_frame *f = &T->stacks.frames[in[i]];
+		if (pystack_is_eval(&p->py, f->module, f->offset) && pi < np) {
+			do {
+				if (py[pi].name == PYFRAME_NONE)
+					continue;
+				out[m] = stacks_py_frame(&T->stacks, py[pi].name, py[pi].line);
+				if (out[m++] == STACKS_FAILED)
+					return node;
+			} while (!py[pi++].last_of_call && pi < np);
+			groups++;
+			seen = 1;
+		} else if (all || !seen) {
+			out[m++] = in[i];
+		}
+	}
+	/* Python frames left over (a call being set up or torn down): outermost, where they belong. */
+	for (; pi < np; pi++)
+		if (py[pi].name != PYFRAME_NONE &&
+		    (out[m++] = stacks_py_frame(&T->stacks, py[pi].name, py[pi].line)) == STACKS_FAILED)
+			return node;
+	if (groups != evals)
+		T->pystats.group_mismatch++;
+	uint32_t merged = stacks_intern(&T->stacks, out, m);
+	return merged == STACKS_FAILED ? node : merged;
+}
+
+static double seconds(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+uint32_t capture_stack(struct tracer *T, struct tracee *t, const struct user_regs_struct *regs)
+{
+	struct proc *p = t->p;
+	int py = !T->no_python && p->py.state == PY_READY;
+	double t0 = py ? seconds() : 0;
+	uint32_t node = native_stack(T, t, regs);
+	if (T->no_python)
+		return node;
+	pystack_detect(&p->py, &p->mm, &T->reg, p->pid);
+	if (p->py.state != PY_READY || node == STACKS_ROOT)
+		return node;
+	/* What the Python frames cost against the native stack they complete, for the snapshot's counters. */
+	double t1 = seconds();
+	if (py) {
+		T->pystats.native_stacks++;
+		T->pystats.native_us += (uint64_t)((t1 - t0) * 1e6 + 0.5);
+	}
+	node = with_python(T, t, node);
+	T->pystats.python_us += (uint64_t)((seconds() - t1) * 1e6 + 0.5);
 	return node;
 }
 
@@ -364,6 +456,8 @@ int sysc_exec(struct tracer *T, struct proc *p)
 		return -1;
 	p->maps_loaded_at = tracer_now(T);
 	unwind_flush(&T->unw);
+	pyproc_fin(&p->py);
+	pyproc_init(&p->py);
 	p->ready = 1;
 	p->last_faults = resid_faults(&p->resid);
 	add_main_stack(T, p);

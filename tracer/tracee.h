@@ -15,6 +15,7 @@
 #include "tracer/hooks.h"
 #include "tracer/ledger.h"
 #include "tracer/modules.h"
+#include "tracer/pystack.h"
 #include "tracer/resid.h"
 #include "tracer/stacks.h"
 #include "tracer/tracer.h"
@@ -54,6 +55,7 @@ struct proc {
 	double faults_checked_at;
 	struct hooks hooks;    /* breakpoints in this process's text */
 	struct heap heap;      /* live malloc-family blocks */
+	struct pyproc py;      /* its CPython, when it runs one: where to read Python frames */
 	struct proc *next;
 };
 
@@ -101,6 +103,9 @@ struct tracer {
 	struct stacks stacks;
 	struct modreg reg;
 	struct unwind unw;
+	struct pynames pynames; /* the Python frames' names, for every process */
+	struct pystats pystats;
+	int no_python;          /* PTFIL_NO_PYTHON set: native stacks only, to measure what Python frames cost */
 	pid_t main_pid;
 	int main_status;       /* shell-style, -1 until the main process exits */
 	int attach;            /* attach mode: never kill, leave every process as it was */

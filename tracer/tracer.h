@@ -9,6 +9,7 @@ struct tracer_opts {
 	int quiet;                /* no summary on stderr */
 	unsigned long long large_block; /* heap blocks this big or more are charged by residency; 0: default */
 	int no_heap;              /* no malloc-family hooks: mappings only */
+	int native_frames;        /* Python programs: keep every native frame, not only those inside the innermost Python frame */
 	int follow_forks;         /* profile every process of the tree, one snapshot each */
 	int attach_pid;           /* attach: the process to profile */
 	double duration;          /* attach: leave after this many seconds; 0 for never */

@@ -38,9 +38,12 @@ REFUSED = {
     "line-too-long.gz": "line 12: line longer than 1048576 bytes",
     "missing-peak.txt": "line 27: end marker before the required 'p' record",
     "module-out-of-range.txt": "line 21: module 3 out of range",
-    "newer-version.txt": "line 1: snapshot format 2 is newer than this ptfil-view reads (1); upgrade ptfil",
+    "newer-version.txt": "line 1: snapshot format 3 is newer than this ptfil-view reads (2); upgrade ptfil",
     "node-cycle.txt": "line 14: parent node 1 refers to nothing (only 1 defined so far)",
     "nul-byte.txt": "line 20: NUL byte in line",
+    "python-frame-in-v1.txt": "line 23: unknown tag 'y' in a format 1 snapshot (Python frames are format 2)",
+    "python-frame-no-file.txt": "line 19: Python frame without a source file ('-')",
+    "python-line-out-of-range.txt": "line 19: line number 4294967296 out of range",
     "real-overflow.txt": "line 10: malformed start time '1e999'",
     "timeline-backwards.txt": "line 26: sample time 0.5 is before the previous sample's",
     "too-many-fields.txt": "line 9: too many fields (expected 1)",
@@ -50,7 +53,8 @@ REFUSED = {
 }
 
 # Hand-made files that are hostile but valid: each must be shown.
-SHOWN = {"deep-trie-limit.gz", "amplified-strings.txt", "long-module-name.txt", "long-module-name-found.txt"}
+SHOWN = {"deep-trie-limit.gz", "amplified-strings.txt", "long-module-name.txt", "long-module-name-found.txt",
+         "amplified-python-files.txt"}
 
 # Problems with the whole file rather than a line of it.
 WHOLE_FILE = ("empty file, not a ptfil snapshot",)

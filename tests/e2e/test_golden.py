@@ -3,7 +3,10 @@
 
 The fixtures in tests/golden/ are snapshots: four written by ptfil itself from
 the bundled targets (the seed scenario, a malloc chain, a realloc run, C++
-containers) and one written by hand with names a renderer must escape. Each
+containers), one written by hand with names a renderer must escape, and one
+written by hand in format 2 with a Python program's stacks (Python frames
+among native ones; python_after.snap is the same program after a change, for
+the diff). The format-1 fixtures stay format 1: old files must still read. Each
 output mode of ptfil-view is compared with the expected file beside them with
 `diff -u`. PTFIL_UPDATE_GOLDEN=1 rewrites the expected files (then read the
 git diff before committing them).
@@ -16,6 +19,7 @@ text with a second, independent reader written here.
 import gzip
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -30,7 +34,7 @@ EXPECTED = os.path.join(GOLDEN, "expected")
 UPDATE = os.environ.get("PTFIL_UPDATE_GOLDEN") == "1"
 TIMEOUT = 60
 
-FIXTURES = ["seed.snap.gz", "heap_chain.snap", "heap_realloc.snap", "cxx.snap", "hostile.snap"]
+FIXTURES = ["seed.snap.gz", "heap_chain.snap", "heap_realloc.snap", "cxx.snap", "hostile.snap", "python.snap"]
 VIEWS = {
     "txt": [],
     "top3.txt": ["--top", "3", "--depth", "4"],
@@ -41,6 +45,7 @@ VIEWS = {
 DIFFS = {
     # name: (before, after)
     "chain-vs-realloc": ("heap_chain.snap", "heap_realloc.snap"),
+    "python-vs-after": ("python.snap", "python_after.snap"),
 }
 DIFF_VIEWS = {"txt": [], "json": ["--json"], "folded": ["--folded"]}
 
@@ -97,6 +102,10 @@ def read_snapshot(path):
         elif tag == b"f":
             fn = None if f[2] == b"-" else snap["strings"][int(f[2])]
             snap["frames"].append((int(f[0]), int(f[1], 16), fn))
+        elif tag == b"y":
+            # A Python frame: (None, line, function, file); numbered with the `f` frames.
+            fn = None if f[1] == b"-" else snap["strings"][int(f[1])]
+            snap["frames"].append((None, int(f[0]), fn, snap["strings"][int(f[2])]))
         elif tag == b"n":
             snap["nodes"].append((int(f[0]), int(f[1])))
         elif tag in (b"k", b"l"):
@@ -127,7 +136,27 @@ def safe(raw):
     return s
 
 
-def label(snap, fi):
+def short_file(path):
+    """A Python source file as labels show it: its module path (docs/json-output.md)."""
+    cut = None
+    for site in (b"/site-packages/", b"/dist-packages/"):
+        i = path.rfind(site)
+        if i >= 0 and path[i + len(site):] and (cut is None or i + len(site) > cut):
+            cut = i + len(site)
+    if cut is None:
+        for m in re.finditer(rb"/lib(?:64)?/python3\.[0-9]+t?/", path):
+            if path[m.end():]:
+                cut = m.end()
+    return path[cut:] if cut is not None else path
+
+
+def label(snap, fi, with_line=True):
+    if snap["frames"][fi][0] is None:
+        _, line, fn, file = snap["frames"][fi]
+        text = (fn or b"?") + b" (" + (short_file(file) if file else b"?")
+        if with_line and line:
+            text += b":%d" % line
+        return safe(text + b")")
     module, offset, fn = snap["frames"][fi]
     if fn:
         return safe(fn)
@@ -229,6 +258,97 @@ class GoldenTest(unittest.TestCase):
         self.assertEqual(rows["f0"][1], "0 B")
         self.assertEqual(rows["malloc"][1], "19.1 MiB")  # the innermost frame is the hooked function
 
+    def test_python_frames(self):
+        """python.snap: Python frames read as FUNCTION (FILE:LINE); a function's lines count as one function."""
+        path = os.path.join(GOLDEN, "python.snap")
+        snap = read_snapshot(path)
+        out = view("--top", "0", "--depth", "30", path).stdout.decode()
+        lines = out.splitlines()
+        start = next(i for i, l in enumerate(lines) if "functions at the peak" in l)
+        rows = {}
+        for l in lines[start + 2:]:
+            if not l.strip():
+                break
+            rows[l[37:]] = (l[:10].strip(), l[18:28].strip())
+        self.assertEqual(rows["make_arrays (demo.py)"], ("80.0 MiB", "0 B"))   # lines 12 and 14
+        self.assertEqual(rows["<module> (demo.py)"], ("130.0 MiB", "0 B"))
+        self.assertEqual(rows["JSONDecoder.raw_decode (json/decoder.py)"], ("4.0 MiB", "0 B"))
+        self.assertEqual(rows["Model._grow.<locals>.step (toolkit/model.py)"], ("8.0 MiB", "0 B"))
+        self.assertEqual(rows["? (<string>)"], ("2.0 MiB", "0 B"))
+        self.assertFalse([r for r in rows if re.search(r"\.py:[0-9]+\)$", r)], "a row per line")
+        # Every Python frame's function, in the functions table, as the independent reader groups them.
+        groups = {label(snap, i, with_line=False) for i, fr in enumerate(snap["frames"])
+                  if fr[0] is None and any(n[1] == i for n in snap["nodes"][1:])}
+        self.assertTrue(groups <= set(rows), groups - set(rows))
+        # The stack listing names the whole file and the line.
+        self.assertIn("      load_config (/home/u/proj/settings.py:20)\n", out)
+        self.assertIn("      Model._grow.<locals>.step (/home/u/venv/lib/python3.11/site-packages/toolkit/model.py)\n", out)
+        self.assertIn("      <module> (/home/u/venv/lib/python3.11/site-packages/numpy/__init__.py:130)\n", out)
+        self.assertNotIn("\x1b", out)
+
+        # A stack with Python frames shows its innermost frame, then --depth frames from its innermost
+        # Python frame outwards (past importlib's frozen ones); the native frames between are counted.
+        out = view("--top", "2", "--depth", "2", path).stdout.decode()
+        self.assertIn("    \u2192 malloc (libc.so.6 + 0xa50a0)\n"
+                      "      ... 1 more\n"
+                      "      make_arrays (demo.py:12)\n"
+                      "      <module> (demo.py:30)\n#2 ", out)
+        self.assertIn("    \u2192 mmap (libc.so.6 + 0x11eb10)\n"
+                      "      ... 14 more\n"
+                      "      <module> (/home/u/venv/lib/python3.11/site-packages/numpy/__init__.py:130)\n"
+                      "      _call_with_frames_removed (<frozen importlib._bootstrap>:241)\n"
+                      "      ... 5 more\n", out)
+        after = os.path.join(GOLDEN, "python_after.snap")
+        out = view("--diff", "--depth", "1", path, after).stdout.decode()
+        self.assertIn("    \u2192 malloc (libc.so.6)\n      ... 1 more\n      make_arrays (demo.py:12)\n"
+                      "      ... 1 more\n#2 ", out)
+        self.assertIn("      ... 1 more\n      JSONDecoder.raw_decode (json/decoder.py:353)\n      ... 4 more\n", out)
+        before, doubled, _, _ = self.doubled("python.snap", 2)  # the OpenBLAS buffers of `import numpy`
+        diff_html = view("--diff", "--html", before, doubled).stdout.decode()
+        self.assertTrue('<span class="arrow">\u2026</span> <span class="arrow">\u2190</span> <span class="fn py" '
+                        'title="/home/u/venv/lib/python3.11/site-packages/numpy/__init__.py">'
+                        '&lt;module&gt; (numpy/__init__.py:130)</span> <span class="arrow">\u2190</span> '
+                        '<span class="arrow">\u2026</span>' in diff_html)
+
+        # JSON: one schema for both kinds of frame.
+        doc = json.loads(view("--json", path).stdout)
+        kinds = set()
+        for st in doc["stacks"] + doc["live_at_end"]:
+            for fr in st["frames"]:
+                kinds.add(fr["kind"])
+                if fr["kind"] == "native":
+                    self.assertEqual(set(fr), {"kind", "function", "module", "build_id", "offset"})
+                else:
+                    self.assertEqual(set(fr), {"kind", "function", "file", "line", "module", "build_id", "offset"})
+                    self.assertEqual((fr["module"], fr["build_id"], fr["offset"]), (None, None, None))
+                    self.assertIsInstance(fr["file"], str)
+                    self.assertTrue(fr["line"] is None or fr["line"] > 0)
+        self.assertEqual(kinds, {"native", "python"})
+        frames = [fr for st in doc["stacks"] for fr in st["frames"] if fr["kind"] == "python"]
+        self.assertIn({"kind": "python", "function": "Model._grow.<locals>.step",
+                       "file": "/home/u/venv/lib/python3.11/site-packages/toolkit/model.py", "line": None,
+                       "module": None, "build_id": None, "offset": None}, frames)
+        self.assertIn(None, [fr["function"] for fr in frames])
+        self.assertIn("evil\x1b[2J;name</b>\ufffd", [fr["function"] for fr in frames])
+
+        # The flame graph and the page: labels, the whole file in the tooltip, nothing unescaped.
+        svg = view("--svg", path).stdout.decode()
+        self.assertIn("<title>make_arrays (demo.py:12)\nin demo.py\n", svg)
+        self.assertIn("<title>JSONDecoder.raw_decode (json/decoder.py:353)\nin /usr/lib/python3.11/json/decoder.py\n", svg)
+        html = view("--html", path).stdout.decode()
+        # (assertTrue: a failed assertIn would print the whole page)
+        self.assertTrue(">make_arrays (demo.py)</span>" in html)
+        self.assertTrue('<span class="fn py">load_config</span> <span class="mod">/home/u/proj/settings.py:20</span>'
+                        in html)
+        self.assertTrue('<span class="fn py" title="demo.py:12">make_arrays</span> <span class="mod">demo.py:12</span>'
+                        in html)
+        self.assertTrue('<span class="arrow">\u2026</span> <span class="arrow">\u2190</span> <span class="fn py" '
+                        'title="/home/u/venv/lib/python3.11/site-packages/numpy/__init__.py:130">&lt;module&gt;</span> '
+                        '<span class="mod">numpy/__init__.py:130</span>' in html)
+        for doc_text in (svg, html):
+            self.assertFalse("\x1b" in doc_text)
+            self.assertFalse("name</b>" in doc_text)
+
     def test_diff_of_itself_is_empty(self):
         for fixture in FIXTURES:
             with self.subTest(fixture=fixture):
@@ -267,7 +387,8 @@ class GoldenTest(unittest.TestCase):
 
     def test_diff_one_stack_doubled(self):
         """Doubling one stack shows exactly that stack, grown by its own size, in text, JSON and folded."""
-        for fixture, pick in (("seed.snap.gz", 0), ("heap_chain.snap", 0), ("cxx.snap", 1), ("hostile.snap", 1)):
+        for fixture, pick in (("seed.snap.gz", 0), ("heap_chain.snap", 0), ("cxx.snap", 1), ("hostile.snap", 1),
+                              ("python.snap", 4)):
             with self.subTest(fixture=fixture):
                 before, after, size, node = self.doubled(fixture, pick)
                 snap = read_snapshot(before)

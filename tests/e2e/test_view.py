@@ -124,6 +124,7 @@ def expected_frames(node):
         parent, frame = NODES[node]
         module, offset, function = FRAMES[frame]
         out.append({
+            "kind": "native",
             "function": function,
             "module": [PROG, LIBC][module] if module >= 0 else None,
             "build_id": [None, "0123456789abcdef"][module] if module >= 0 else None,
@@ -386,7 +387,7 @@ class ViewTest(unittest.TestCase):
     def test_newer_version(self):
         path = self.write("v7.gz", seed_snapshot(version=7).gzip_bytes())
         err = self.assert_read_error(path, "line 1:")
-        self.assertIn("snapshot format 7 is newer than this ptfil-view reads (1); upgrade ptfil", err)
+        self.assertIn("snapshot format 7 is newer than this ptfil-view reads (2); upgrade ptfil", err)
 
     # ---- command line ------------------------------------------------------
 

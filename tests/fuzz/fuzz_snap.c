@@ -24,18 +24,21 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 static FILE *devnull;
 /*
  * The other side of a diff, besides the input itself: a small snapshot whose
- * frames share names with the seeds (main, main_big_map), so that a diff has
- * stacks that grew, shrank, appeared and went.
+ * frames share names with the seeds (main, main_big_map, the Python frames of
+ * seed-python.txt), so that a diff has stacks that grew, shrank, appeared and
+ * went.
  */
 static struct snap other;
 static const char other_text[] =
-	"ptfil-snapshot 1\n"
+	"ptfil-snapshot 2\n"
 	"s 0.1.0\nV 0\ns launch\no 1\ns ./other\na 2\ni 1\nT 1700000000\nd 3\nx 0\n"
 	"w 1048576\nz 4096\np 1.5 1048576 2097152 1048576\n"
 	"s /bin/other\nm 3 - 400000\ns main\nf 0 1300 4\ns main_big_map\nf 0 1234 5\n"
 	"s thread_fn\nf 0 1200 6\nf -1 7f0000001000 -\n"
-	"n 0 0\nn 1 1\nn 1 2\nn 0 3\n"
+	"s <module>\ns demo.py\ny 30 7 8\ns make_arrays\ny 12 9 8\n"
+	"n 0 0\nn 1 1\nn 1 2\nn 0 3\nn 0 4\nn 5 5\n"
 	"k 2 m 1048576 1048576 1\nk 3 h 4096 8192 3\nk 4 p 8192 8192 1\nk 1 b 4096 4096 1\n"
+	"k 6 h 65536 65536 2\n"
 	"l 2 m 1048576 1048576 1\nl 3 h 100 100 1\n"
 	"t 0 0 0\nt 1.5 1048576 1048576\ns signal\nc 7 1\ne\n";
 
@@ -118,9 +121,14 @@ static void check_snap(const struct snap *s)
 	for (size_t i = 1; i < s->n_nodes; i++)
 		if (s->nodes[i].parent >= i || s->nodes[i].frame >= s->n_frames)
 			abort();
-	for (size_t i = 0; i < s->n_frames; i++)
+	for (size_t i = 0; i < s->n_frames; i++) {
 		if (s->frames[i].module < -1 || s->frames[i].module >= (int64_t)s->n_modules)
 			abort();
+		if (s->frames[i].kind == SNAP_FRAME_PYTHON
+		    ? s->version < 2 || s->frames[i].module != -1 || !s->frames[i].file
+		    : s->frames[i].kind != SNAP_FRAME_NATIVE || s->frames[i].file || s->frames[i].line)
+			abort();
+	}
 	for (size_t i = 0; i < s->n_stacks; i++)
 		if (s->stacks[i].node >= s->n_nodes)
 			abort();

@@ -213,6 +213,190 @@ START_TEST(test_labels_made_safe)
 }
 END_TEST
 
+/* ---- Python frames ------------------------------------------------------- */
+
+static void add_python(struct snap *s, size_t i, const char *function, const char *file, uint32_t line)
+{
+	s->frames[i] = (struct snap_frame){ .module = -1, .kind = SNAP_FRAME_PYTHON,
+					    .function = function ? strdup(function) : NULL,
+					    .file = file ? strdup(file) : NULL, .line = line };
+}
+
+START_TEST(test_python_short_file)
+{
+	static const char *const cases[][2] = {
+		/* the standard library reads as its module path */
+		{ "/usr/lib/python3.11/json/decoder.py", "json/decoder.py" },
+		{ "/usr/local/lib/python3.12/asyncio/base_events.py", "asyncio/base_events.py" },
+		{ "/home/u/.pyenv/versions/3.11.4/lib/python3.11/re/_compiler.py", "re/_compiler.py" },
+		{ "/usr/lib64/python3.9/os.py", "os.py" },
+		{ "/usr/lib/python3.13t/threading.py", "threading.py" },
+		/* installed packages, after the last site directory */
+		{ "/home/u/venv/lib/python3.11/site-packages/numpy/core/_methods.py", "numpy/core/_methods.py" },
+		{ "/usr/lib/python3/dist-packages/apt/cache.py", "apt/cache.py" },
+		{ "/opt/site-packages/a/dist-packages/b/c.py", "b/c.py" },
+		{ "/x/dist-packages/a/site-packages/b.py", "b.py" },
+		/* the rest as the code object names it */
+		{ "demo.py", "demo.py" },
+		{ "./tools/run.py", "./tools/run.py" },
+		{ "/home/u/proj/settings.py", "/home/u/proj/settings.py" },
+		{ "<frozen importlib._bootstrap>", "<frozen importlib._bootstrap>" },
+		{ "<string>", "<string>" },
+		{ "", "" },
+		{ "/usr/lib/python3.11/", "/usr/lib/python3.11/" },
+		{ "/x/site-packages/", "/x/site-packages/" },
+		{ "/usr/lib/python3.x/a.py", "/usr/lib/python3.x/a.py" },
+		{ "/usr/lib/python311/a.py", "/usr/lib/python311/a.py" },
+		{ "/usr/lib/python2.7/a.py", "/usr/lib/python2.7/a.py" },
+		{ "/home/u/mylib/python3.11/a.py", "/home/u/mylib/python3.11/a.py" },
+		{ "/home/u/libpython3.11/a.py", "/home/u/libpython3.11/a.py" },
+		{ "/home/u/my-site-packages/a.py", "/home/u/my-site-packages/a.py" },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		ck_assert_msg(strcmp(flame_python_file(cases[i][0]), cases[i][1]) == 0, "%s: got %s, wanted %s",
+			      cases[i][0], flame_python_file(cases[i][0]), cases[i][1]);
+}
+END_TEST
+
+START_TEST(test_python_labels)
+{
+	struct snap s;
+	char buf[FLAME_LABEL_MAX + 1], small[16];
+	snap_init(&s);
+	s.n_frames = 9;
+	s.frames = calloc(s.n_frames, sizeof(*s.frames));
+	add_python(&s, 0, "make_arrays", "demo.py", 12);
+	add_python(&s, 1, "Model._grow.<locals>.step", "/home/u/venv/lib/python3.11/site-packages/toolkit/model.py", 0);
+	add_python(&s, 2, NULL, "<string>", 1);
+	add_python(&s, 3, "", "/usr/lib/python3.11/json/decoder.py", 353);
+	add_python(&s, 4, "f", NULL, 3);
+	add_python(&s, 5, "evil\x1b[2J\xff;x", "/tmp/a\x07.py", 4294967295u);
+	s.frames[6] = (struct snap_frame){ .module = -1, .offset = 0x10, .function = strdup("native") };
+	add_python(&s, 7, NULL, NULL, 0);
+	/* A long name is cut like any label, with the file after it cut away. */
+	char *longname = malloc(2000);
+	memset(longname, 'x', 1999);
+	longname[1999] = '\0';
+	add_python(&s, 8, longname, "demo.py", 1);
+
+	flame_label(&s, 0, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "make_arrays (demo.py:12)");
+	flame_label(&s, 1, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "Model._grow.<locals>.step (toolkit/model.py)");
+	flame_label(&s, 2, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "? (<string>:1)");
+	flame_label(&s, 3, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "? (json/decoder.py:353)");
+	flame_label(&s, 4, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "f (?:3)");
+	flame_label(&s, 5, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "evil\\x1b[2J\\xff;x (/tmp/a\\x07.py:4294967295)");
+	flame_label(&s, 6, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "native");
+	flame_label(&s, 7, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "? (?)");
+	flame_label(&s, 8, buf, sizeof(buf));
+	ck_assert_uint_eq(strlen(buf), FLAME_LABEL_MAX);
+	ck_assert_str_eq(buf + FLAME_LABEL_MAX - 3, "...");
+	ck_assert_uint_eq(strspn(buf, "x"), FLAME_LABEL_MAX - 3);
+	/* A small buffer cuts the whole label, the file and line too. */
+	flame_label(&s, 0, small, sizeof(small));
+	ck_assert_str_eq(small, "make_arrays ...");
+
+	/* The per-function label leaves the line out; a native frame's is its label. */
+	flame_function_label(&s, 0, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "make_arrays (demo.py)");
+	flame_function_label(&s, 3, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "? (json/decoder.py)");
+	flame_function_label(&s, 6, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "native");
+	free(longname);
+	snap_fin(&s);
+}
+END_TEST
+
+/*
+ * A Python program: <module> calls make_arrays at two lines of it, each into
+ * malloc; walk recurses through two of its lines.
+ */
+START_TEST(test_python_functions_grouped)
+{
+	struct snap s;
+	struct flame f;
+	size_t n = 0;
+	snap_init(&s);
+	s.n_modules = 1;
+	s.modules = calloc(1, sizeof(*s.modules));
+	s.modules[0].path = strdup("/usr/lib/x86_64-linux-gnu/libc.so.6");
+	s.n_frames = 6;
+	s.frames = calloc(s.n_frames, sizeof(*s.frames));
+	add_python(&s, 0, "<module>", "demo.py", 30);
+	add_python(&s, 1, "make_arrays", "demo.py", 12);
+	add_python(&s, 2, "make_arrays", "demo.py", 14);
+	s.frames[3] = (struct snap_frame){ .module = 0, .offset = 0xa50a0, .function = strdup("malloc") };
+	add_python(&s, 4, "walk", "demo.py", 5);
+	add_python(&s, 5, "walk", "demo.py", 7);
+	static const struct snap_node nodes[] = {
+		{ 0, 0 },  /* 0 root */
+		{ 0, 0 },  /* 1 <module>:30 */
+		{ 1, 1 },  /* 2 >make_arrays:12 */
+		{ 2, 3 },  /* 3 >malloc */
+		{ 1, 2 },  /* 4 >make_arrays:14 */
+		{ 4, 3 },  /* 5 >malloc */
+		{ 1, 4 },  /* 6 >walk:5 */
+		{ 6, 5 },  /* 7 >walk:7 */
+		{ 7, 4 },  /* 8 >walk:5 (recursion) */
+	};
+	s.n_nodes = sizeof(nodes) / sizeof(nodes[0]);
+	s.nodes = malloc(sizeof(nodes));
+	memcpy(s.nodes, nodes, sizeof(nodes));
+	static const struct snap_stack st[] = {
+		{ 3, 'h', 100, 100, 1 },
+		{ 5, 'h', 50, 50, 1 },
+		{ 8, 'h', 7, 7, 1 },
+		{ 7, 'h', 3, 3, 1 },
+	};
+	s.n_stacks = sizeof(st) / sizeof(st[0]);
+	s.stacks = malloc(sizeof(st));
+	memcpy(s.stacks, st, sizeof(st));
+
+	ck_assert_int_eq(flame_build(&f, &s, NULL, FLAME_PEAK), 0);
+	const char *line12[] = { "<module> (demo.py:30)", "make_arrays (demo.py:12)", NULL };
+	uint32_t m = find(&f, line12);
+	ck_assert_uint_ne(m, FLAME_NONE);
+	ck_assert_int_eq(f.nodes[m].python, 1);
+	ck_assert_uint_eq(f.nodes[m].line, 12);
+	ck_assert_str_eq(f.labels[f.nodes[m].file], "demo.py");
+	ck_assert_str_eq(f.labels[f.nodes[m].func], "make_arrays (demo.py)");
+	ck_assert_uint_eq(f.nodes[m].module, FLAME_NONE);
+	const char *malloc12[] = { "<module> (demo.py:30)", "make_arrays (demo.py:12)", "malloc", NULL };
+	uint32_t a = find(&f, malloc12);
+	ck_assert_int_eq(f.nodes[a].python, 0);
+	ck_assert_uint_eq(f.nodes[a].file, FLAME_NONE);
+	ck_assert_str_eq(f.labels[f.nodes[a].module], "libc.so.6");
+	ck_assert_str_eq(f.labels[f.nodes[a].func], "malloc");
+
+	struct flame_func *fn = flame_functions(&f, &n);
+	ck_assert_ptr_nonnull(fn);
+	ck_assert_uint_eq(n, 4);  /* <module>, make_arrays, malloc, walk: one row per function, not per line */
+	ck_assert_str_eq(f.labels[fn[0].label], "<module> (demo.py)");
+	ck_assert_uint_eq(fn[0].inclusive[0], 160);
+	/* Equal inclusive bytes: the larger self first. */
+	ck_assert_str_eq(f.labels[fn[1].label], "malloc");
+	ck_assert_uint_eq(fn[1].inclusive[0], 150);
+	ck_assert_uint_eq(fn[1].self[0], 150);
+	ck_assert_str_eq(f.labels[fn[2].label], "make_arrays (demo.py)");
+	ck_assert_uint_eq(fn[2].inclusive[0], 150);
+	ck_assert_uint_eq(fn[2].self[0], 0);
+	ck_assert_str_eq(f.labels[fn[3].label], "walk (demo.py)");
+	ck_assert_uint_eq(fn[3].inclusive[0], 10);  /* not 17: its recursion, at another line, counts once */
+	ck_assert_uint_eq(fn[3].self[0], 10);
+	free(fn);
+	flame_fin(&f);
+	snap_fin(&s);
+}
+END_TEST
+
 /* A 4096-deep chain: building and walking it must not recurse on the C stack or go quadratic. */
 START_TEST(test_deep_chain)
 {
@@ -260,6 +444,9 @@ Suite *flame_suite(void)
 	tcase_add_test(tc, test_diff_slots);
 	tcase_add_test(tc, test_labels_made_safe);
 	tcase_add_test(tc, test_deep_chain);
+	tcase_add_test(tc, test_python_short_file);
+	tcase_add_test(tc, test_python_labels);
+	tcase_add_test(tc, test_python_functions_grouped);
 	suite_add_tcase(s, tc);
 	return s;
 }

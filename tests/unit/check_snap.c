@@ -190,31 +190,49 @@ static void build(struct snap *s)
 	s->modules[1] = (struct snap_module){ strdup("/lib/x86_64-linux-gnu/libc.so.6"), NULL, 0x7ffff7c00000ull };
 	s->modules[2] = (struct snap_module){ strdup("/lib/x86_64-linux-gnu/libc.so.6"), strdup("ffee"), UINT64_MAX };
 
-	s->n_frames = 6;
-	s->frames = calloc(6, sizeof(*s->frames));
-	s->frames[0] = (struct snap_frame){ 0, 0x1234, strdup("main") };
-	s->frames[1] = (struct snap_frame){ 0, 0x1300, strdup("make_big") };
-	s->frames[2] = (struct snap_frame){ 1, 0x94ac3, strdup("start_thread") };
-	s->frames[3] = (struct snap_frame){ 0, 0x1400, NULL };
-	s->frames[4] = (struct snap_frame){ -1, 0, strdup("[before attach]") };
-	s->frames[5] = (struct snap_frame){ -1, 0xffffffffff600000ull, strdup("main") };
+	s->n_frames = 10;
+	s->frames = calloc(10, sizeof(*s->frames));
+	s->frames[0] = (struct snap_frame){ .module = 0, .offset = 0x1234, .function = strdup("main") };
+	s->frames[1] = (struct snap_frame){ .module = 0, .offset = 0x1300, .function = strdup("make_big") };
+	s->frames[2] = (struct snap_frame){ .module = 1, .offset = 0x94ac3, .function = strdup("start_thread") };
+	s->frames[3] = (struct snap_frame){ .module = 0, .offset = 0x1400, .function = NULL };
+	s->frames[4] = (struct snap_frame){ .module = -1, .offset = 0, .function = strdup("[before attach]") };
+	s->frames[5] = (struct snap_frame){ .module = -1, .offset = 0xffffffffff600000ull, .function = strdup("main") };
+	/* Python frames, with a native one between them: one numbering for both. */
+	s->frames[6] = (struct snap_frame){
+		.module = -1, .function = strdup("Model.fit"), .kind = SNAP_FRAME_PYTHON,
+		.file = strdup("/home/u/venv/lib/python3.11/site-packages/toolkit/model.py"), .line = 88 };
+	s->frames[7] = (struct snap_frame){
+		.module = -1, .kind = SNAP_FRAME_PYTHON, .file = strdup("<string>") };
+	s->frames[8] = (struct snap_frame){ .module = 1, .offset = 0x1f00, .function = strdup("PyEval_EvalCode") };
+	s->frames[9] = (struct snap_frame){
+		.module = -1, .function = strdup("odd\nname \\ \x01"), .kind = SNAP_FRAME_PYTHON,
+		.file = strdup("tab\there.py"), .line = UINT32_MAX };
 
-	/* root; main; main>make_big; start_thread; start_thread>?; [before attach]; main>make_big>vsyscall */
-	s->n_nodes = 7;
-	s->nodes = calloc(7, sizeof(*s->nodes));
+	/*
+	 * root; main; main>make_big; start_thread; start_thread>?; [before attach]; main>make_big>vsyscall;
+	 * <string>; <string>>Model.fit; <string>>Model.fit>PyEval_EvalCode; ...>odd name
+	 */
+	s->n_nodes = 11;
+	s->nodes = calloc(11, sizeof(*s->nodes));
 	s->nodes[1] = (struct snap_node){ 0, 0 };
 	s->nodes[2] = (struct snap_node){ 1, 1 };
 	s->nodes[3] = (struct snap_node){ 0, 2 };
 	s->nodes[4] = (struct snap_node){ 3, 3 };
 	s->nodes[5] = (struct snap_node){ 0, 4 };
 	s->nodes[6] = (struct snap_node){ 2, 5 };
+	s->nodes[7] = (struct snap_node){ 0, 7 };
+	s->nodes[8] = (struct snap_node){ 7, 6 };
+	s->nodes[9] = (struct snap_node){ 8, 8 };
+	s->nodes[10] = (struct snap_node){ 9, 9 };
 
-	s->n_stacks = 4;
-	s->stacks = calloc(4, sizeof(*s->stacks));
+	s->n_stacks = 5;
+	s->stacks = calloc(5, sizeof(*s->stacks));
 	s->stacks[0] = (struct snap_stack){ 2, SNAP_KIND_MMAP, 50ull << 20, 50ull << 20, 1 };
 	s->stacks[1] = (struct snap_stack){ 4, SNAP_KIND_MMAP, 4ull << 20, 512ull << 20, 4 };
 	s->stacks[2] = (struct snap_stack){ 5, SNAP_KIND_PSEUDO, 132 * 1024, 132 * 1024, 1 };
 	s->stacks[3] = (struct snap_stack){ 0, SNAP_KIND_BRK, 0, UINT64_MAX, 0 };
+	s->stacks[4] = (struct snap_stack){ 10, SNAP_KIND_HEAP, 3000, 3000, 30 };
 
 	s->n_live = 2;
 	s->live = calloc(2, sizeof(*s->live));
@@ -279,9 +297,12 @@ static void assert_snap_eq(const struct snap *a, const struct snap *b)
 	}
 	ck_assert_uint_eq(a->n_frames, b->n_frames);
 	for (i = 0; i < a->n_frames; i++) {
+		ck_assert_int_eq(a->frames[i].kind, b->frames[i].kind);
 		ck_assert_int_eq(a->frames[i].module, b->frames[i].module);
 		ck_assert_uint_eq(a->frames[i].offset, b->frames[i].offset);
 		assert_str_eq_or_null(a->frames[i].function, b->frames[i].function);
+		assert_str_eq_or_null(a->frames[i].file, b->frames[i].file);
+		ck_assert_uint_eq(a->frames[i].line, b->frames[i].line);
 	}
 	ck_assert_uint_eq(a->n_nodes, b->n_nodes);
 	for (i = 1; i < a->n_nodes; i++) {
@@ -374,7 +395,7 @@ START_TEST(test_strings_interned)
 	}
 	ck_assert_uint_eq(libc, 1);
 	ck_assert_uint_eq(mains, 1);
-	ck_assert(!strncmp(text, "ptfil-snapshot 1\n", 17));
+	ck_assert(!strncmp(text, "ptfil-snapshot 2\n", 17));
 	ck_assert(len >= 3 && !strcmp(text + len - 3, "\ne\n"));
 	free(text);
 }
@@ -393,6 +414,77 @@ START_TEST(test_plain_text_file)
 	snap_fin(&s);
 	snap_fin(&back);
 	free(text);
+}
+END_TEST
+
+START_TEST(test_python_frames)
+{
+	/* `f` and `y` share one numbering, in file order; a `y` reads back as written. */
+	static const char text[] =
+		"ptfil-snapshot 2\n"
+		"s 1.0\nV 0\ns launch\no 1\ni 42\nT 1.5\nd 2\nx 0\nw 4096\nz 4096\np 1 10 20 30\n"
+		"s /usr/bin/python3.11\nm 2 - 400000\ns malloc\nf 0 1a 3\n"
+		"s make_arrays\ns demo.py\ny 12 4 5\n"
+		"y 0 - 5\n"
+		"f -1 7f00 -\n"
+		"n 0 1\nn 1 2\nn 2 3\nn 3 0\nk 4 h 10 10 1\ne\n";
+	struct snap s;
+	uint32_t out[8];
+	ck_assert_int_eq(snap_read_mem(text, sizeof(text) - 1, "py.txt", &s), 0);
+	ck_assert_uint_eq(s.version, 2);
+	ck_assert_uint_eq(s.n_frames, 4);
+	ck_assert_int_eq(s.frames[0].kind, SNAP_FRAME_NATIVE);
+	ck_assert_str_eq(s.frames[0].function, "malloc");
+	ck_assert_ptr_null(s.frames[0].file);
+	ck_assert_uint_eq(s.frames[0].line, 0);
+	ck_assert_int_eq(s.frames[1].kind, SNAP_FRAME_PYTHON);
+	ck_assert_str_eq(s.frames[1].function, "make_arrays");
+	ck_assert_str_eq(s.frames[1].file, "demo.py");
+	ck_assert_uint_eq(s.frames[1].line, 12);
+	ck_assert_int_eq(s.frames[1].module, -1);
+	ck_assert_uint_eq(s.frames[1].offset, 0);
+	ck_assert_int_eq(s.frames[2].kind, SNAP_FRAME_PYTHON);
+	ck_assert_ptr_null(s.frames[2].function);
+	ck_assert_str_eq(s.frames[2].file, "demo.py");
+	ck_assert_uint_eq(s.frames[2].line, 0);
+	ck_assert_int_eq(s.frames[3].kind, SNAP_FRAME_NATIVE);
+	ck_assert_int_eq(s.frames[3].module, -1);
+	ck_assert_uint_eq(s.frames[3].offset, 0x7f00);
+	ck_assert_uint_eq(snap_stack_frames(&s, 4, out, 8), 4);
+	ck_assert_uint_eq(out[0], 0);
+	ck_assert_uint_eq(out[1], 3);
+	ck_assert_uint_eq(out[2], 2);
+	ck_assert_uint_eq(out[3], 1);
+	snap_fin(&s);
+
+	/* The writer writes `y` for Python frames, in the order of frames[], each string defined first. */
+	size_t len;
+	char *w = gunzip(write_sample("py.gz"), &len);
+	w = realloc(w, len + 1);
+	w[len] = '\0';
+	const char *fit = strstr(w, "\ny 88 "), *str = strstr(w, "\ny 0 - ");
+	const char *eval = strstr(w, "\nf 1 1f00 "), *odd = strstr(w, "\ny 4294967295 ");
+	ck_assert(fit && str && eval && odd);
+	ck_assert(fit < str && str < eval && eval < odd);
+	ck_assert_ptr_nonnull(strstr(w, "\ns tab\\x09here.py\n"));
+	ck_assert_ptr_nonnull(strstr(w, "\ns odd\\nname \\\\ \\x01\n"));
+	size_t ys = 0;
+	for (const char *p = w; (p = strstr(p, "\ny ")); p++)
+		ys++;
+	ck_assert_uint_eq(ys, 3);
+	free(w);
+
+	/* A Python frame without a file is written with an empty one: what the reader requires. */
+	struct snap a, back;
+	build(&a);
+	free(a.frames[7].file);
+	a.frames[7].file = NULL;
+	ck_assert_int_eq(snap_write(&a, in_tmp("nofile.gz")), 0);
+	ck_assert_int_eq(snap_read(in_tmp("nofile.gz"), &back), 0);
+	ck_assert_str_eq(back.frames[7].file, "");
+	ck_assert_int_eq(back.frames[7].kind, SNAP_FRAME_PYTHON);
+	snap_fin(&a);
+	snap_fin(&back);
 }
 END_TEST
 
@@ -473,7 +565,7 @@ START_TEST(test_write_failure_keeps_old_file)
 	for (size_t i = s.n_frames; i < 4000; i++) {
 		char name[64];
 		snprintf(name, sizeof(name), "fn_%zx_%lx", i * 2654435761u, (unsigned long)random());
-		s.frames[i] = (struct snap_frame){ -1, i * 7919, strdup(name) };
+		s.frames[i] = (struct snap_frame){ .module = -1, .offset = i * 7919, .function = strdup(name) };
 	}
 	s.n_frames = 4000;
 	signal(SIGXFSZ, SIG_IGN);
@@ -536,7 +628,10 @@ START_TEST(test_write_refuses_invalid)
 	s.stacks[0].kind = 'z';
 	ck_assert_int_eq(snap_write(&s, path), -1);
 	s.stacks[0].kind = SNAP_KIND_MMAP;
-	s.live[0].node = 7;
+	s.frames[6].kind = 2;
+	ck_assert_int_eq(snap_write(&s, path), -1);
+	s.frames[6].kind = SNAP_FRAME_PYTHON;
+	s.live[0].node = (uint32_t)s.n_nodes;
 	ck_assert_int_eq(snap_write(&s, path), -1);
 	ck_assert_uint_eq(count_entries(tmpdir), 0);
 	snap_fin(&s);
@@ -776,7 +871,12 @@ static const struct bad_case bad_cases[] = {
 	{ 9, "x -2", 9, "exit status -2 out of range" },
 	{ 9, "x 2147483648", 9, "exit status 2147483648 out of range" },
 	{ 6, "i 99999999999999999999", 6, "pid '99999999999999999999' out of range" },
-	{ 1, "ptfil-snapshot 7", 1, "snapshot format 7 is newer than this check_ptfil reads (1); upgrade ptfil" },
+	{ 1, "ptfil-snapshot 7", 1, "snapshot format 7 is newer than this check_ptfil reads (2); upgrade ptfil" },
+	{ 1, "ptfil-snapshot 3", 1, "snapshot format 3 is newer than this check_ptfil reads (2); upgrade ptfil" },
+	{ 1, "ptfil-snapshot 2", 0, NULL },
+	/* Python frames are format 2: a format-1 file refuses them as a format-1 reader would. */
+	{ 18, "y 1 - 2", 18, "unknown tag 'y' in a format 1 snapshot (Python frames are format 2)" },
+	{ 18, "y", 18, "unknown tag 'y' in a format 1 snapshot" },
 	{ 1, "ptfil-snapshot 0", 1, "unsupported snapshot format 0" },
 	{ 1, "ptfil-snapshot x", 1, "malformed format version" },
 	{ 1, "ptfil-snapshot 1 ", 1, "malformed format version" },
@@ -788,27 +888,60 @@ static const struct bad_case bad_cases[] = {
 	{ 19, NULL, 18, "truncated (no end marker)" },
 };
 
-START_TEST(test_bad_records)
+/* The same, in a format-2 document: Python frames (`y`) are known. */
+static const struct bad_case bad_cases_v2[] = {
+	{ 18, "y 12 1 2", 0, NULL },
+	{ 18, "y 0 - 2", 0, NULL },
+	{ 18, "y 4294967295 - 2", 0, NULL },
+	{ 18, "y 4294967296 - 2", 18, "line number 4294967296 out of range" },
+	{ 18, "y 99999999999999999999 - 2", 18, "line number '99999999999999999999' out of range" },
+	{ 18, "y -1 - 2", 18, "malformed line number '-1'" },
+	{ 18, "y 1a - 2", 18, "malformed line number '1a'" },
+	{ 18, "y - - 2", 18, "malformed line number '-'" },
+	{ 18, "y 1 - -", 18, "Python frame without a source file ('-')" },
+	{ 18, "y 1 9 2", 18, "string 9 refers to nothing" },
+	{ 18, "y 1 - 9", 18, "string 9 refers to nothing" },
+	{ 18, "y 1 -", 18, "expected 3 fields, found 2" },
+	{ 18, "y 1 - 2 0", 18, "too many fields (expected 3)" },
+	{ 18, "y 1  - 2", 18, "empty field" },
+	{ 18, "y", 18, "expected 3 fields, found none" },
+	{ 18, "yy 1 - 2", 18, "unknown tag 'yy'" },
+	{ 18, "n 0 1", 18, "frame 1 refers to nothing" },
+};
+
+static void check_case(const struct bad_case *c, int i, unsigned version)
 {
-	const struct bad_case *c = &bad_cases[_i];
 	size_t len;
 	struct snap s;
 	char *d = doc(c->at, c->line, &len);
+	if (version == 2)
+		d[strlen("ptfil-snapshot ")] = '2';
 	capture_start();
 	int rc = snap_read_mem(d, len, "case.txt", &s);
 	char *msg = capture_end();
 	snap_fin(&s);
 	if (!c->expect) {
-		ck_assert_msg(rc == 0, "case %d (%s) refused: %s", _i, c->line, msg);
+		ck_assert_msg(rc == 0, "case %d (%s) refused: %s", i, c->line, msg);
 	} else {
 		char want[600];
 		snprintf(want, sizeof(want), "case.txt: line %zu: %s", c->err_line, c->expect);
-		ck_assert_msg(rc == -1, "case %d (%s) accepted", _i, c->line);
-		ck_assert_msg(count_lines(msg) == 1, "case %d: not one line: %s", _i, msg);
-		ck_assert_msg(strstr(msg, want), "case %d: wanted '%s', got '%s'", _i, want, msg);
+		ck_assert_msg(rc == -1, "case %d (%s) accepted", i, c->line);
+		ck_assert_msg(count_lines(msg) == 1, "case %d: not one line: %s", i, msg);
+		ck_assert_msg(strstr(msg, want), "case %d: wanted '%s', got '%s'", i, want, msg);
 	}
 	free(msg);
 	free(d);
+}
+
+START_TEST(test_bad_records)
+{
+	check_case(&bad_cases[_i], _i, 1);
+}
+END_TEST
+
+START_TEST(test_bad_records_v2)
+{
+	check_case(&bad_cases_v2[_i], _i, 2);
 }
 END_TEST
 
@@ -895,6 +1028,7 @@ Suite *snap_suite(void)
 	tcase_add_test(tc, test_round_trip_minimal);
 	tcase_add_test(tc, test_strings_interned);
 	tcase_add_test(tc, test_plain_text_file);
+	tcase_add_test(tc, test_python_frames);
 	tcase_add_test(tc, test_stack_frames);
 	tcase_add_test(tc, test_write_missing_dir);
 	tcase_add_test(tc, test_write_rename_fails_cleanly);
@@ -908,6 +1042,7 @@ Suite *snap_suite(void)
 	tcase_add_test(tc, test_binary_garbage);
 	tcase_add_test(tc, test_missing_file);
 	tcase_add_loop_test(tc, test_bad_records, 0, (int)(sizeof(bad_cases) / sizeof(bad_cases[0])));
+	tcase_add_loop_test(tc, test_bad_records_v2, 0, (int)(sizeof(bad_cases_v2) / sizeof(bad_cases_v2[0])));
 	tcase_add_test(tc, test_after_end_and_long_lines);
 	tcase_add_test(tc, test_gzip_error_messages);
 	suite_add_tcase(su, tc);

@@ -1,0 +1,456 @@
+"""Python frames read from outside the interpreter (tracer/pystack.c): each native eval-loop frame
+is replaced by the Python lines it ran.
+
+tests/targets/py/sites.py allocates a bytearray of a known size on each line marked "# SITE: NAME",
+in every shape of call (nested, closure, method, generator, coroutine, recursion, a C builtin calling
+back, comprehension, three threads), and keeps them all until it exits with status 3. The test
+reads the marker lines from the source and checks, for each site, the bytes charged to the stacks
+whose innermost Python frame is that line, and the whole Python chain above it. numpy_demo.py is
+the README's NumPy demo: arrays charged to the lines that made them, OpenBLAS's thread buffers by
+what is resident.
+"""
+import ast
+import glob
+import os
+import re
+import shutil
+import struct
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+from ptfiltest import MiB, SRCDIR, bare, check_near, launch, main, stacks_through, workdir
+
+PYTHON = "/usr/bin/python3"  # Debian 12's CPython 3.11 (PATH's python3 may be another one)
+PYDIR = os.path.abspath(os.path.join(SRCDIR, "tests", "targets", "py"))
+SITES = os.path.join(PYDIR, "sites.py")
+NUMPY_DEMO = os.path.join(PYDIR, "numpy_demo.py")
+SITES_STATUS = 3
+ALLOCATORS = {"malloc", "__libc_malloc", "calloc", "__libc_calloc", "realloc", "__libc_realloc"}
+
+with open(SITES) as _f:
+    SOURCE = _f.read().splitlines()
+
+# The bytes each site allocates, and the qualified name of the function holding the marker line.
+SIZES = {"plain": 24, "closure": 5, "method": 20, "generator": 12, "async": 10, "recursion": 6,
+         "callback": 8, "comprehension": 4, "thread_a": 7, "thread_b": 9, "thread_c": 11}
+FUNCTION = {"plain": "plain_inner", "closure": "closure_outer.<locals>.inner", "method": "Holder.method",
+            "generator": "chunks", "async": "decode", "recursion": "recurse", "callback": "callback",
+            "comprehension": "comprehension", "thread_a": "worker_a", "thread_b": "worker_b",
+            "thread_c": "worker_c"}
+THREAD_SITES = ("thread_a", "thread_b", "thread_c")
+
+
+def marker_lines():
+    """{site name: line number} of the "# SITE: NAME" comments in sites.py."""
+    out = {}
+    for i, text in enumerate(SOURCE, 1):
+        m = re.search(r"#\s*SITE:\s*(\w+)\s*$", text)
+        if m:
+            out[m.group(1)] = i
+    assert set(out) == set(SIZES), "sites.py marks %s, the test knows %s" % (sorted(out), sorted(SIZES))
+    return out
+
+
+SITE_LINE = marker_lines()
+RECURSION_DEPTH = int(re.search(r"^\s*recurse\((\d+)\)\s*$", "\n".join(SOURCE), re.M).group(1))
+
+
+def function_spans():
+    """{qualified name: (first line, last line)} of every function of sites.py, as CPython names them."""
+    spans = {}
+
+    comprehensions = {ast.ListComp: "<listcomp>", ast.SetComp: "<setcomp>", ast.DictComp: "<dictcomp>",
+                      ast.GeneratorExp: "<genexpr>"}
+
+    def walk(node, prefix):
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                name = prefix + child.name
+                spans[name] = (child.lineno, child.end_lineno)
+                walk(child, name + ".<locals>.")
+            elif isinstance(child, ast.ClassDef):
+                walk(child, prefix + child.name + ".")
+            elif type(child) in comprehensions:
+                spans[prefix + comprehensions[type(child)]] = (child.lineno, child.end_lineno)
+                walk(child, prefix)
+            else:
+                walk(child, prefix)
+    walk(ast.parse("\n".join(SOURCE)), "")
+    spans["<module>"] = (1, len(SOURCE))
+    return spans
+
+
+SPANS = function_spans()
+
+
+def expected_chain(site, minor):
+    """The Python functions of a site's stack, outermost first, for CPython 3.<minor>. "ASYNCIO" stands
+    for one or more frames of the asyncio package (the event loop running the coroutine)."""
+    top = ["<module>", "main"]
+    return {
+        "plain": top + ["plain_outer", "plain_inner"],
+        "closure": top + ["closure_outer", "closure_outer.<locals>.inner"],
+        "method": top + ["Holder.method"],
+        "generator": top + ["consume", "chunks"],
+        "async": top + ["ASYNCIO", "fetch", "decode"],
+        "recursion": top + ["recurse"] * (RECURSION_DEPTH + 1),
+        "callback": top + ["apply_callbacks", "callback"],
+        # 3.12 inlines comprehensions (PEP 709): 3.11 runs them as a function of their own.
+        "comprehension": top + ["comprehension"] + (["comprehension.<locals>.<listcomp>"] if minor < 12 else []),
+    }.get(site) or ["Thread._bootstrap", "Thread._bootstrap_inner", "Thread.run", FUNCTION[site]]
+
+
+# --- reading stacks ---------------------------------------------------------------------------------
+
+def py_frames(stack):
+    return [f for f in stack["frames"] if f.get("kind") == "python"]
+
+
+def label(f):
+    if f.get("kind") == "python":
+        return "%s (%s:%s)" % (f["function"], f["file"], f["line"])
+    return "%s [%s]" % (f["function"], os.path.basename(f.get("module") or "?"))
+
+
+def show(stack, depth=None):
+    frames = stack["frames"][:depth]
+    more = ["... %d more" % (len(stack["frames"]) - len(frames))] if len(frames) < len(stack["frames"]) else []
+    return "charged=%d reserved=%d %s:\n      %s" % (stack["charged_bytes"], stack["reserved_bytes"], stack["kind"],
+                                                    "\n      ".join([label(f) for f in frames] + more))
+
+
+def site_function(site, minor):
+    """The qualified name of the function running a site's line: 3.11 runs a comprehension as a
+    function of its own, 3.12 inlines it (PEP 709)."""
+    if site == "comprehension" and minor < 12:
+        return "comprehension.<locals>.<listcomp>"
+    return FUNCTION[site]
+
+
+def site_stacks(doc, site, minor):
+    """The peak stacks whose innermost Python frame is the site's marker line."""
+    want = (site_function(site, minor), SITES, SITE_LINE[site])
+    out = []
+    for s in doc["stacks"]:
+        py = py_frames(s)
+        if py and (py[0]["function"], py[0]["file"], py[0]["line"]) == want:
+            out.append(s)
+    return out
+
+
+def top_stacks(doc, n=14):
+    return "\n".join("  " + show(s, 16) for s in doc["stacks"][:n])
+
+
+def check_chain(site, stack, minor):
+    """The Python frames of stack, outermost first, are the site's expected chain; every frame in
+    sites.py is at a line of its own function that calls the next frame inward."""
+    py = list(reversed(py_frames(stack)))
+    names = [f["function"] for f in py]
+    want = expected_chain(site, minor)
+    msg = "%s: Python frames %s, expected %s\n  %s" % (site, names, want, show(stack))
+    if "ASYNCIO" in want:
+        i = want.index("ASYNCIO")
+        tail = len(want) - i - 1
+        middle = py[i:len(py) - tail]
+        assert names[:i] == want[:i] and names[len(py) - tail:] == want[i + 1:] and middle, msg
+        assert all("/asyncio/" in f["file"] for f in middle), msg
+    else:
+        assert names == want, msg
+    for k, f in enumerate(py):
+        assert isinstance(f["line"], int) and f["line"] > 0, msg
+        if f["file"] == SITES:
+            assert names[k] in SPANS, "%s: %s is no function of sites.py\n  %s" % (site, names[k], show(stack))
+            first, last = SPANS[names[k]]
+            assert first <= f["line"] <= last, "%s: %s at line %d, outside its lines %d-%d\n  %s" % (
+                site, names[k], f["line"], first, last, show(stack))
+            if k + 1 < len(py):
+                callee = names[k + 1].split(".")[-1]
+                if not callee.startswith("<"):
+                    assert callee in SOURCE[f["line"] - 1], "%s: %s at line %d, which does not call %s: %r\n  %s" % (
+                        site, names[k], f["line"], callee, SOURCE[f["line"] - 1], show(stack))
+    assert py[-1]["line"] == SITE_LINE[site], msg
+    if site in THREAD_SITES:
+        # A thread's stack holds its own code only: nothing of the main thread's or another worker's.
+        assert [f["function"] for f in py if f["file"] == SITES] == [FUNCTION[site]], msg
+        assert all(f["file"].endswith("/threading.py") for f in py[:-1]), msg
+
+
+def check_sites(doc, minor, native):
+    """Every site: charged its size, its Python chain, malloc innermost; in default mode no native
+    frame outward of the innermost Python frame, with --native the interpreter's frames outermost."""
+    for site, mib in sorted(SIZES.items()):
+        stacks = site_stacks(doc, site, minor)
+        assert stacks, "%s: no stack has %s (%s:%d) as innermost Python frame; the top stacks:\n%s" % (
+            site, site_function(site, minor), SITES, SITE_LINE[site], top_stacks(doc))
+        check_near("%s (%s line %d)" % (site, site_function(site, minor), SITE_LINE[site]),
+                   sum(s["charged_bytes"] for s in stacks), mib * MiB)
+        big = max(stacks, key=lambda s: s["charged_bytes"])
+        assert big["frames"][0]["kind"] == "native" and big["frames"][0]["function"] in ALLOCATORS, \
+            "%s: innermost frame is not an allocator\n  %s" % (site, show(big))
+        for s in stacks:
+            check_chain(site, s, minor)
+            fr = s["frames"]
+            first_py = next(i for i, f in enumerate(fr) if f["kind"] == "python")
+            last_py = max(i for i, f in enumerate(fr) if f["kind"] == "python")
+            outward = [f["function"] for f in fr[last_py + 1:]]
+            if not native:
+                assert not outward, "%s: native frames outward of the Python frames\n  %s" % (site, show(s))
+            elif site in THREAD_SITES:
+                assert "start_thread" in outward, "%s: no start_thread outward of %s\n  %s" % (
+                    site, fr[last_py]["function"], show(s))
+            else:
+                assert "Py_RunMain" in outward or "main" in outward, \
+                    "%s: neither Py_RunMain nor main outward of <module>\n  %s" % (site, show(s))
+            if native and site == "callback":
+                # map's own C frames lie between the function that called map and the callback.
+                i = max(i for i, f in enumerate(fr) if f.get("function") == "callback")
+                j = next(i for i, f in enumerate(fr) if f.get("function") == "apply_callbacks")
+                assert any(f["kind"] == "native" for f in fr[i + 1:j]), \
+                    "callback: no native frame between callback and apply_callbacks\n  %s" % show(s)
+            assert first_py > 0, "%s: no native frame inside the innermost Python frame\n  %s" % (site, show(s))
+
+
+def check_python_outermost(doc, what):
+    """Default mode: in every stack, no native frame lies outward of a Python frame."""
+    for key in ("stacks", "live_at_end"):
+        for s in doc[key]:
+            kinds = [f["kind"] for f in s["frames"]]
+            if "python" in kinds:
+                first = kinds.index("python")
+                assert all(k == "python" for k in kinds[first:]), "%s: %s stack with a native frame outward " \
+                    "of a Python frame\n  %s" % (what, key, show(s))
+
+
+def check_frame_fields(doc, what):
+    """Every Python frame of the document has a name, a file and a line, and no address."""
+    for key in ("stacks", "live_at_end"):
+        for s in doc[key]:
+            for f in py_frames(s):
+                ok = f["function"] and f["file"] and isinstance(f["line"], int) and f["line"] > 0
+                assert ok and f["module"] is None and f["offset"] is None, "%s: Python frame %r\n  %s" % (
+                    what, f, show(s, 16))
+
+
+# --- runs -------------------------------------------------------------------------------------------
+
+_runs = {}
+
+
+def run_sites(python=PYTHON, ptfil_args=(), env=None, key=None):
+    """ptfil launch -i 0 ARGS -- python sites.py: the Run, checked to have exited as the target does."""
+    key = key or (python, tuple(ptfil_args))
+    if key not in _runs:
+        r = launch([python, SITES], ptfil_args=("-i", "0", *ptfil_args), env=env)
+        assert r.returncode == SITES_STATUS, "ptfil %s -- %s sites.py: status %d, stderr:\n%s" % (
+            " ".join(ptfil_args), python, r.returncode, r.stderr.decode(errors="replace"))
+        _runs[key] = r
+    return _runs[key]
+
+
+def pyenv_python(minor):
+    """The newest pyenv CPython 3.<minor> here, or None (CI machines have none)."""
+    roots = [os.environ.get("PYENV_ROOT"), os.path.expanduser("~/.pyenv")]
+    found = []
+    for root in filter(None, roots):
+        found += glob.glob(os.path.join(root, "versions", "3.%d.*" % minor, "bin", "python3.%d" % minor))
+    key = lambda p: [int(x) if x.isdigit() else -1 for x in re.split(r"[.]", p.split("/versions/")[1].split("/")[0])]
+    return max(found, key=key) if found else None
+
+
+def numpy_available():
+    return subprocess.run([PYTHON, "-c", "import numpy"], capture_output=True, timeout=60).returncode == 0
+
+
+# --- tests ------------------------------------------------------------------------------------------
+
+def test_sites_default():
+    doc = run_sites().json
+    check_sites(doc, 11, native=False)
+    check_python_outermost(doc, "default mode")
+    check_frame_fields(doc, "default mode")
+
+
+def test_sites_native():
+    doc = run_sites(ptfil_args=("--native",)).json
+    check_sites(doc, 11, native=True)
+    check_frame_fields(doc, "--native")
+    evals = [s for key in ("stacks", "live_at_end") for s in doc[key]
+             if "_PyEval_EvalFrameDefault" in [f["function"] for f in s["frames"]]]
+    assert not evals, "--native: _PyEval_EvalFrameDefault left in place of its Python frames\n  %s" % show(evals[0])
+    # The Python frames are the same as in default mode, line for line.
+    plain = run_sites().json
+    for site in SIZES:
+        a = sorted([label(f) for f in py_frames(s)] for s in site_stacks(plain, site, 11))
+        b = sorted([label(f) for f in py_frames(s)] for s in site_stacks(doc, site, 11))
+        assert a == b, "%s: Python frames differ with --native:\n  %s\n  %s" % (site, a, b)
+
+
+def test_no_python_env():
+    env = dict(os.environ, PTFIL_NO_PYTHON="1")
+    doc = run_sites(env=env, key="no-python").json
+    py = [s for key in ("stacks", "live_at_end") for s in doc[key] if py_frames(s)]
+    assert not py, "PTFIL_NO_PYTHON=1: Python frames still read\n  %s" % show(py[0])
+    check_native_only(doc)
+
+
+def check_native_only(doc):
+    """Native stacks only: the sites' bytearrays (alike in native frames, so sharing stacks) are all
+    charged through PyByteArray_Resize, each stack through the eval loop."""
+    arrays = stacks_through(doc, "PyByteArray_Resize")
+    check_near("stacks through PyByteArray_Resize", sum(s["charged_bytes"] for s in arrays),
+               sum(SIZES.values()) * MiB)
+    for s in arrays:
+        if s["charged_bytes"] >= MiB:
+            assert "_PyEval_EvalFrameDefault" in [f["function"] for f in s["frames"]], show(s)
+
+
+def test_output_and_status_unchanged():
+    b = bare([PYTHON, SITES])
+    assert b.returncode == SITES_STATUS, (b.returncode, b.stderr)
+    assert b.stdout == b"sites: %d buffers, %d MiB\n" % (len(SIZES), sum(SIZES.values())), b.stdout
+    for key in ((), ("--native",)):
+        r = run_sites(ptfil_args=key)
+        assert (r.returncode, r.stdout) == (b.returncode, b.stdout), (key, r.returncode, r.stdout, b.stdout)
+    assert run_sites().json["process"]["exit_status"] == SITES_STATUS
+
+
+def test_counters():
+    c = run_sites().json["counters"]
+    py = {k: v for k, v in c.items() if k.startswith("python.")}
+    assert c.get("python.minor_version") == 11, py
+    assert c.get("python.group_mismatches") == 0, py
+    assert c.get("python.stacks", 0) > 0 and c.get("python.reads", 0) > 0, py
+    assert c.get("python.frames", 0) >= c["python.stacks"], py
+    for k in ("python.native_us", "python.python_us"):
+        assert k in c, py
+
+
+def elf_file_offset(path, vaddr):
+    """The file offset of virtual address vaddr in a 64-bit little-endian ELF file, through its PT_LOAD headers."""
+    with open(path, "rb") as f:
+        eh = f.read(64)
+        assert eh[:4] == b"\x7fELF" and eh[4] == 2 and eh[5] == 1, "%s is not ELF64 LE" % path
+        phoff, = struct.unpack_from("<Q", eh, 32)
+        phentsize, phnum = struct.unpack_from("<HH", eh, 54)
+        for i in range(phnum):
+            f.seek(phoff + i * phentsize)
+            p_type, _, p_offset, p_vaddr, _, p_filesz, _, _ = struct.unpack("<IIQQQQQQ", f.read(56))
+            if p_type == 1 and p_vaddr <= vaddr < p_vaddr + p_filesz:
+                return vaddr - p_vaddr + p_offset
+    raise AssertionError("%#x is in no PT_LOAD of %s" % (vaddr, path))
+
+
+def test_unknown_version():
+    # A copy of python3.11 whose Py_Version says 3.99: ptfil must not guess at its frames.
+    d = workdir()
+    try:
+        exe = os.path.join(d, "python3.11")
+        shutil.copy2(os.path.realpath(PYTHON), exe)
+        nm = subprocess.run(["nm", "-D", exe], capture_output=True, text=True, timeout=60)
+        addr = [int(l.split()[0], 16) for l in nm.stdout.splitlines() if l.split()[-1:] == ["Py_Version"]]
+        assert len(addr) == 1, "no Py_Version in nm -D %s: %s" % (exe, nm.stderr)
+        off = elf_file_offset(exe, addr[0])
+        with open(exe, "r+b") as f:
+            f.seek(off)
+            old, = struct.unpack("<I", f.read(4))
+            assert old >> 16 == 0x030B, "Py_Version of %s is %#x, not 3.11" % (PYTHON, old)
+            f.seek(off)
+            f.write(struct.pack("<I", 0x036300F0))
+        env = dict(os.environ, PYTHONHOME="/usr")
+        b = subprocess.run([exe, SITES], capture_output=True, timeout=120, env=env)
+        assert b.returncode == SITES_STATUS, (b.returncode, b.stderr)
+        r = launch([exe, SITES], env=env)
+        err = r.stderr.decode(errors="replace")
+        assert (r.returncode, r.stdout) == (b.returncode, b.stdout), (r.returncode, r.stdout, err)
+        warnings = [l for l in err.splitlines() if "Python frames are not read in" in l]
+        assert len(warnings) == 1 and "3.99" in warnings[0], err
+        doc = r.json
+        py = [s for key in ("stacks", "live_at_end") for s in doc[key] if py_frames(s)]
+        assert not py, "Python frames read from an unknown version\n  %s" % show(py[0])
+        check_native_only(doc)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def other_version(minor):
+    exe = pyenv_python(minor)
+    if not exe:
+        print("SKIP: no CPython 3.%d from pyenv here" % minor)
+        return
+    r = run_sites(python=exe)
+    doc = r.json
+    assert doc["counters"].get("python.minor_version") == minor, doc["counters"]
+    assert doc["counters"].get("python.group_mismatches") == 0, doc["counters"]
+    check_sites(doc, minor, native=False)
+    check_python_outermost(doc, "3.%d" % minor)
+    check_frame_fields(doc, "3.%d" % minor)
+
+
+def test_python312():
+    other_version(12)
+
+
+def test_python313():
+    other_version(13)
+
+
+def test_numpy_demo():
+    if not numpy_available():
+        print("SKIP: %s cannot import numpy (python3-numpy)" % PYTHON)
+        return
+    src = open(NUMPY_DEMO).read().splitlines()
+    line_of = lambda pattern: next(i for i, t in enumerate(src, 1) if re.search(pattern, t))
+    b = bare([PYTHON, NUMPY_DEMO])
+    r = launch([PYTHON, NUMPY_DEMO])
+    assert (r.returncode, r.stdout) == (b.returncode, b.stdout) == (0, b.stdout), (r.returncode, r.stdout, b.stdout)
+    doc = r.json
+    check_python_outermost(doc, "numpy_demo")
+    check_frame_fields(doc, "numpy_demo")
+    n = int(re.search(r"^N = (\d+)", "\n".join(src), re.M).group(1))
+    nbytes = n * n * 8
+
+    def openblas(s):
+        return any("openblas" in (f.get("module") or "") for f in s["frames"])
+
+    # Each array, charged to the line that made it (OpenBLAS's work buffer under multiply aside).
+    for fn, pattern in (("load", r"return np\.ones"), ("scale", r"return a \* "), ("multiply", r"return a @ a")):
+        line = line_of(pattern)
+        through = [s for s in doc["stacks"] if not openblas(s) and any(
+            (f["function"], f["file"], f["line"]) == (fn, NUMPY_DEMO, line) for f in py_frames(s))]
+        check_near("%s (numpy_demo.py:%d)" % (fn, line), sum(s["charged_bytes"] for s in through), nbytes)
+    # OpenBLAS's buffers are charged what is resident: most of what they reserve never is.
+    blas = [s for s in doc["stacks"] if openblas(s)]
+    assert blas, "no stack with an OpenBLAS frame\n" + top_stacks(doc)
+    sizable = [s for s in blas if s["reserved_bytes"] >= 16 * MiB]
+    assert sizable, "no OpenBLAS buffer reserved 16 MiB or more\n" + "\n".join(show(s) for s in blas)
+    for s in sizable:
+        assert s["charged_bytes"] < s["reserved_bytes"] / 4 and s["sparse"], show(s)
+    if (os.cpu_count() or 1) > 1:
+        # A buffer of an OpenBLAS worker thread: no Python frame, started by start_thread.
+        workers = [s for s in sizable if not py_frames(s) and "start_thread" in [f["function"] for f in s["frames"]]]
+        assert workers, "no OpenBLAS worker thread buffer\n" + "\n".join(show(s) for s in sizable)
+    peak = doc["peak"]
+    assert peak["charged_bytes"] <= peak["rss_bytes"] < peak["reserved_bytes"], peak
+    # What importing numpy allocated hangs under the import line, through importlib's frames.
+    imp = line_of(r"^import numpy")
+    under_import = []
+    for s in doc["stacks"]:
+        py = py_frames(s)
+        if any(f["function"] == "<module>" and "/numpy/" in f["file"] for f in py):
+            assert (py[-1]["function"], py[-1]["file"], py[-1]["line"]) == ("<module>", NUMPY_DEMO, imp), \
+                "numpy's module code run from elsewhere than numpy_demo.py:%d\n  %s" % (imp, show(s))
+            assert any(f["file"] == "<frozen importlib._bootstrap>" for f in py), show(s)
+            under_import.append(s)
+    assert under_import, "no stack under numpy_demo.py:%d (import numpy)\n%s" % (imp, top_stacks(doc))
+    # OpenBLAS starts its threads while numpy is imported: in the main thread, under the import line.
+    starts = [s for s in doc["stacks"] if "blas_thread_init" in [f["function"] for f in s["frames"]]]
+    for s in starts:
+        py = py_frames(s)
+        assert py and (py[-1]["function"], py[-1]["line"]) == ("<module>", imp), show(s)
+
+
+if __name__ == "__main__":
+    main([test_sites_default, test_sites_native, test_no_python_env, test_output_and_status_unchanged,
+          test_counters, test_unknown_version, test_python312, test_python313, test_numpy_demo])
