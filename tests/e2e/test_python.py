@@ -14,12 +14,14 @@ import glob
 import os
 import re
 import shutil
+import signal
 import struct
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ptfiltest import MiB, SRCDIR, bare, check_near, launch, main, stacks_through, workdir
+from ptfiltest import MiB, SRCDIR, Attached, bare, check_near, launch, main, stacks_through, workdir
 
 PYTHON = "/usr/bin/python3"  # Debian 12's CPython 3.11 (PATH's python3 may be another one)
 PYDIR = os.path.abspath(os.path.join(SRCDIR, "tests", "targets", "py"))
@@ -451,6 +453,35 @@ def test_numpy_demo():
         assert py and (py[-1]["function"], py[-1]["line"]) == ("<module>", imp), show(s)
 
 
+SERVE = os.path.join(PYDIR, "serve.py")
+
+
+def test_attach():
+    """ptfil attach to a Python program already running: its allocations after the attach carry their
+    Python frames (hold <- serve <- main <- <module>, at the marked lines), and after the detach it
+    runs on to its own end."""
+    with open(SERVE) as f:
+        lines = {m.group(1): i for i, line in enumerate(f, 1) for m in [re.search(r"# SITE: (\w+)", line)] if m}
+    with Attached([PYTHON, SERVE]) as a:
+        a.attach()
+        time.sleep(1)
+        a.signal(signal.SIGINT)
+        rc, err = a.finish()
+        assert rc == 0 and "detached from process %d" % a.pid in err, (rc, err)
+        status, out = a.target_finish()
+        doc = a.json()
+    assert (status, out) == (4, b"ready\nheld True\nbye\n"), (status, out)
+    held = [s for s in doc["stacks"] if py_frames(s) and py_frames(s)[0]["function"] == "hold"]
+    assert held, show(doc["stacks"][0])
+    top = max(held, key=lambda s: s["charged_bytes"])
+    chain = [(f["function"], f["line"]) for f in reversed(py_frames(top))]
+    assert chain == [("<module>", chain[0][1]), ("main", chain[1][1]), ("serve", lines["serve"]), ("hold", lines["hold"])], chain
+    assert all(f["file"] == SERVE for f in py_frames(top)), py_frames(top)
+    # About a second of 256 KiB a tick, charged to hold(): tens of MiB, never more than was made.
+    assert 8 * MiB <= top["charged_bytes"] <= 200 * MiB, top["charged_bytes"]
+    assert doc["counters"].get("python.minor_version") == 11, doc["counters"]
+
+
 if __name__ == "__main__":
     main([test_sites_default, test_sites_native, test_no_python_env, test_output_and_status_unchanged,
-          test_counters, test_unknown_version, test_python312, test_python313, test_numpy_demo])
+          test_counters, test_unknown_version, test_python312, test_python313, test_numpy_demo, test_attach])
