@@ -163,8 +163,12 @@ void pyproc_init(struct pyproc *py)
 	u64map_init(&py->code_ids);
 }
 
+static void forget_threads(pid_t pid);
+
 void pyproc_fin(struct pyproc *py)
 {
+	if (py->pid)
+		forget_threads(py->pid);  /* an exec keeps the pid: its old thread states are gone */
 	for (size_t i = 0; i < py->n_codes; i++)
 		free(py->codes[i].table);
 	free(py->codes);
@@ -235,6 +239,7 @@ static void found(struct pyproc *py, const struct modreg_entry *e, uint32_t gid,
 		return;
 	}
 	py->runtime = e->base + runtime_off;
+	py->pid = pid;
 	if (minor >= 13 && !debug_offsets_agree(l, pid, py->runtime)) {
 		unsupported(py, e->path, "its _Py_DebugOffsets disagree with CPython 3.13's layout (a free-threaded or changed build)");
 		return;
@@ -285,6 +290,13 @@ static struct thread_slot {
 	uint64_t codes[PREV_CODES];
 	uint64_t pages[PREV_PAGES];
 } tcache[TSTATE_SLOTS];
+
+static void forget_threads(pid_t pid)
+{
+	for (size_t i = 0; i < TSTATE_SLOTS; i++)
+		if (tcache[i].pid == pid)
+			tcache[i].pid = 0;
+}
 
 /* Walks every interpreter's thread list, remembering each thread's state; returns tid's, or 0. */
 static uint64_t scan_threads(struct pyproc *py, struct pystats *st, pid_t pid, pid_t tid)

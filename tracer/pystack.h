@@ -45,6 +45,7 @@ enum py_state { PY_UNKNOWN, PY_ABSENT, PY_READY, PY_UNSUPPORTED };
 
 struct pyproc {
 	enum py_state state;
+	pid_t pid;                    /* set once found */
 	unsigned checked_loads;       /* modmap loads when the modules were last looked at */
 	struct u64map checked;        /* modules (global ids) looked at already */
 	const struct pylayout *l;
