@@ -351,6 +351,13 @@ size_t view_python_frame(const struct snap *s, const uint32_t *frames, size_t fr
 	return first;
 }
 
+/* The pseudo frame ptfil puts between a thread's own frames and the stack that started it. */
+static int is_new_thread(const struct snap *s, uint32_t fi)
+{
+	const struct snap_frame *f = &s->frames[fi];
+	return f->kind == SNAP_FRAME_NATIVE && f->module < 0 && f->function && !strcmp(f->function, "[new thread]");
+}
+
 /*
  * The frames of a stack, innermost first, at most depth of them. A stack with
  * Python frames is shown as its Python author reads it: the innermost frame
@@ -367,6 +374,34 @@ static void put_stack_frames(FILE *out, const struct snap *s, const uint32_t *fr
 	}
 	size_t py = view_python_frame(s, frames, 0, total);
 	size_t from = 0, shown = total < depth ? total : depth;
+	/* A thread with no Python code of its own, started from Python: its own frames, then the starter's. */
+	size_t mark = 0;
+	while (mark < py && mark < total && !is_new_thread(s, frames[mark]))
+		mark++;
+	if (py < total && mark < py) {
+		shown = mark < depth ? mark : depth;
+		for (size_t k = 0; k < shown; k++) {
+			fputs(k == 0 ? "    \xe2\x86\x92 " : "      ", out);
+			put_frame(out, s, frames[k]);
+			fputc('\n', out);
+		}
+		if (mark > shown)
+			fprintf(out, "      ... %zu more\n", mark - shown);
+		fputs("      ", out);
+		put_frame(out, s, frames[mark]);
+		fputc('\n', out);
+		if (py > mark + 1)
+			fprintf(out, "      ... %zu more\n", py - mark - 1);
+		size_t end = total - py < depth ? total : py + depth;
+		for (size_t k = py; k < end; k++) {
+			fputs("      ", out);
+			put_frame(out, s, frames[k]);
+			fputc('\n', out);
+		}
+		if (total > end)
+			fprintf(out, "      ... %zu more\n", total - end);
+		return;
+	}
 	if (py < total && py >= shown) {
 		from = py;               /* frames[1..py) are skipped */
 		shown = 1;

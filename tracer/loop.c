@@ -151,8 +151,14 @@ void loop_dispatch(struct tracer *T, pid_t tid, int status)
 		/* The child is traced already (auto-attach); learn of it now so its first stop is known. */
 		T->stops[STOP_CLONE]++;
 		unsigned long child = 0;
-		if (ptrace(PTRACE_GETEVENTMSG, t->tid, 0, &child) == 0 && !tracer_find(T, (pid_t)child))
-			tracer_add_thread(T, (pid_t)child);
+		if (ptrace(PTRACE_GETEVENTMSG, t->tid, 0, &child) == 0) {
+			struct tracee *c = tracer_find(T, (pid_t)child);
+			if (!c)
+				c = tracer_add_thread(T, (pid_t)child);
+			/* A thread's stacks read on into the call that started it. */
+			if (c && event == PTRACE_EVENT_CLONE)
+				sysc_thread_origin(T, t, c);
+		}
 		restart(t, PTRACE_CONT, 0);
 		return;
 	}

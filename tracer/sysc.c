@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/ptrace.h>
+#include <sys/uio.h>
 #include <time.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -235,6 +236,60 @@ static uint32_t with_python(struct tracer *T, struct tracee *t, uint32_t node)
 	return merged == STACKS_FAILED ? node : merged;
 }
 
+#define ORIGIN_MAX_FRAMES 1024    /* a thread's stack and the stacks that started it, at most */
+
+/* node extended outward by "[new thread]" and t->origin, remembered for the next stop. */
+static uint32_t with_origin(struct tracer *T, struct tracee *t, uint32_t node)
+{
+	if (node == t->origin_in && t->origin_out)
+		return t->origin_out;
+	static uint32_t f[ORIGIN_MAX_FRAMES];
+	size_t n = 0;
+	for (uint32_t k = node; k != STACKS_ROOT && n < ORIGIN_MAX_FRAMES; k = T->stacks.nodes[k].parent)
+		f[n++] = T->stacks.nodes[k].frame;
+	if (T->new_thread_frame == STACKS_FAILED)
+		T->new_thread_frame = stacks_pseudo_frame(&T->stacks, "[new thread]");
+	if (T->new_thread_frame == STACKS_FAILED || n == ORIGIN_MAX_FRAMES)
+		return node;
+	f[n++] = T->new_thread_frame;
+	for (uint32_t k = t->origin; k != STACKS_ROOT && n < ORIGIN_MAX_FRAMES; k = T->stacks.nodes[k].parent)
+		f[n++] = T->stacks.nodes[k].frame;
+	uint32_t out = stacks_intern(&T->stacks, f, n);
+	if (out == STACKS_FAILED)
+		return node;
+	t->origin_in = node;
+	t->origin_out = out;
+	return out;
+}
+
+void sysc_thread_origin(struct tracer *T, struct tracee *t, struct tracee *child)
+{
+	struct proc *p = t->p;
+	struct user_regs_struct regs;
+	if (child->p != p || !p->profiled || !p->ready || child->origin != STACKS_ROOT ||
+	    ptrace(PTRACE_GETREGS, t->tid, 0, &regs))
+		return;
+	uint32_t node = capture_stack(T, t, &regs);
+	/*
+	 * glibc's clone and clone3 end their unwind information before the
+	 * system call (the child would unwind wrong), so the unwind stops in
+	 * them. They touch no stack of the parent's before it: the caller's
+	 * return address is at the stack pointer, and the unwind goes on from
+	 * there as if the call had returned.
+	 */
+	if (node != STACKS_ROOT && T->stacks.nodes[node].parent == STACKS_ROOT) {
+		uint64_t ret;
+		struct iovec local = { &ret, sizeof(ret) }, remote = { (void *)(uintptr_t)regs.rsp, sizeof(ret) };
+		if (process_vm_readv(t->tid, &local, 1, &remote, 1, 0) == (ssize_t)sizeof(ret) &&
+		    modmap_find(&p->mm, ret)) {
+			regs.rip = ret;
+			regs.rsp += sizeof(ret);
+			node = capture_stack(T, t, &regs);
+		}
+	}
+	child->origin = node;
+}
+
 static double seconds(void)
 {
 	struct timespec ts;
@@ -249,10 +304,10 @@ uint32_t capture_stack(struct tracer *T, struct tracee *t, const struct user_reg
 	double t0 = py ? seconds() : 0;
 	uint32_t node = native_stack(T, t, regs);
 	if (T->no_python)
-		return node;
+		return t->origin && node ? with_origin(T, t, node) : node;
 	pystack_detect(&p->py, &p->mm, &T->reg, p->pid);
 	if (p->py.state != PY_READY || node == STACKS_ROOT)
-		return node;
+		return t->origin && node ? with_origin(T, t, node) : node;
 	/* What the Python frames cost against the native stack they complete, for the snapshot's counters. */
 	double t1 = seconds();
 	if (py) {
@@ -261,7 +316,7 @@ uint32_t capture_stack(struct tracer *T, struct tracee *t, const struct user_reg
 	}
 	node = with_python(T, t, node);
 	T->pystats.python_us += (uint64_t)((seconds() - t1) * 1e6 + 0.5);
-	return node;
+	return t->origin && node ? with_origin(T, t, node) : node;
 }
 
 static void add_range(struct tracer *T, struct proc *p, uint64_t start, uint64_t end, uint32_t stack, char kind)

@@ -80,6 +80,13 @@ struct tracee {
 	struct unwind_memo memo[TRACEE_MEMOS];
 	unsigned memo_next;
 	uint32_t sc_stack;     /* stack of a wrapped mapping call, taken at its entry; STACKS_FAILED when none */
+	/*
+	 * The stack of the call that started this thread (its creator's at the
+	 * clone), put outward of every stack of its own under a "[new thread]"
+	 * frame; STACKS_ROOT when not known (the main thread, threads there
+	 * before an attach). origin_in/out: the last stack so extended.
+	 */
+	uint32_t origin, origin_in, origin_out;
 	int parked;            /* held stopped (attaching, leaving), to be let go with park_sig */
 	int park_sig;
 	int group_stop;        /* parked in a group-stop (SIGSTOP): it stays stopped when let go */
@@ -119,6 +126,7 @@ struct tracer {
 	uint64_t reconciled;      /* mappings found by proc_reconcile */
 	uint64_t nested_calls;    /* hooked calls made inside the allocator, not counted */
 	uint32_t main_stack_node;
+	uint32_t new_thread_frame; /* the "[new thread]" pseudo frame, STACKS_FAILED until made */
 };
 
 /* proc.c: the process and thread tables */
@@ -155,6 +163,8 @@ void sysc_poll(struct tracer *T, struct proc *p);
 
 /* Unwinds the stopped thread (regs as at the stop) and interns its stack; STACKS_ROOT when nothing could be read. */
 uint32_t capture_stack(struct tracer *T, struct tracee *t, const struct user_regs_struct *regs);
+/* At a clone event of thread t: the new thread child of the same process records t's stack as its origin. */
+void sysc_thread_origin(struct tracer *T, struct tracee *t, struct tracee *child);
 /* Before a small block is freed: a peak check whose residency refresh is bounded in rate. */
 void sysc_before_small_release(struct tracer *T, struct proc *p);
 

@@ -87,6 +87,19 @@ def functions(stack):
     return [f.get("function") for f in stack["frames"]]
 
 
+def own_functions(stack):
+    """The function names of a thread's own frames: those before the "[new thread]" frame, after which
+    ptfil puts the stack that started the thread."""
+    f = functions(stack)
+    return f[:f.index("[new thread]")] if "[new thread]" in f else f
+
+
+def starter_functions(stack):
+    """The function names of the stack that started the thread (after "[new thread]"), or []."""
+    f = functions(stack)
+    return f[f.index("[new thread]") + 1:] if "[new thread]" in f else []
+
+
 def stacks_through(doc, function, key="stacks"):
     """The stacks of doc[key] that pass through a frame named function."""
     return [s for s in doc[key] if function in functions(s)]

@@ -12,8 +12,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ptfiltest import MiB, Attached, Lines, charged_through, check_near, exec_mappings, functions, live_snapshot, \
-    main, mapping_differences, stacks_through, target, vmrss_bytes, wait_until
+from ptfiltest import MiB, Attached, Lines, charged_through, check_near, exec_mappings, functions, \
+    live_snapshot, main, mapping_differences, own_functions, stacks_through, target, vmrss_bytes, wait_until
 
 LOOP = target("attach_loop")
 THREADS = target("attach_threads")
@@ -167,7 +167,7 @@ def test_threads_attributed():
     check_attach_doc(doc, a.pid, 24 * MiB, rss)
     check_workers(doc, "stacks")
     for fn in ("worker_one", "worker_two", "worker_three"):
-        assert all("main" not in functions(s) for s in stacks_through(doc, fn)), excerpt(doc)
+        assert all("main" not in own_functions(s) for s in stacks_through(doc, fn)), excerpt(doc)
     check_near("peak", doc["peak"]["charged_bytes"], 48 * MiB, rel=REL)
 
 

@@ -100,7 +100,8 @@ def expected_chain(site, minor):
         "callback": top + ["apply_callbacks", "callback"],
         # 3.12 inlines comprehensions (PEP 709): 3.11 runs them as a function of their own.
         "comprehension": top + ["comprehension"] + (["comprehension.<locals>.<listcomp>"] if minor < 12 else []),
-    }.get(site) or ["Thread._bootstrap", "Thread._bootstrap_inner", "Thread.run", FUNCTION[site]]
+    }.get(site) or (top + ["run_threads", "Thread.start"] +  # the stack that started the thread, then its own
+                    ["Thread._bootstrap", "Thread._bootstrap_inner", "Thread.run", FUNCTION[site]])
 
 
 # --- reading stacks ---------------------------------------------------------------------------------
@@ -174,9 +175,15 @@ def check_chain(site, stack, minor):
                         site, names[k], f["line"], callee, SOURCE[f["line"] - 1], show(stack))
     assert py[-1]["line"] == SITE_LINE[site], msg
     if site in THREAD_SITES:
-        # A thread's stack holds its own code only: nothing of the main thread's or another worker's.
-        assert [f["function"] for f in py if f["file"] == SITES] == [FUNCTION[site]], msg
-        assert all(f["file"].endswith("/threading.py") for f in py[:-1]), msg
+        # A thread's stack: the main thread's call that started it, then its own code only (nothing of
+        # another worker's), the two parts joined by a "[new thread]" frame.
+        assert [f["function"] for f in py if f["file"] == SITES] == ["<module>", "main", "run_threads", FUNCTION[site]], msg
+        assert all(f["file"].endswith("/threading.py") for f in py[3:-1]), msg
+        fr = stack["frames"]
+        mark = [i for i, f in enumerate(fr) if f["function"] == "[new thread]"]
+        start = next(i for i, f in enumerate(fr) if f.get("function") == "Thread.start")
+        boot = max(i for i, f in enumerate(fr) if f.get("function") == "Thread._bootstrap")
+        assert len(mark) == 1 and boot < mark[0] < start, msg
 
 
 def check_sites(doc, minor, native):
@@ -200,8 +207,13 @@ def check_sites(doc, minor, native):
             if not native:
                 assert not outward, "%s: native frames outward of the Python frames\n  %s" % (site, show(s))
             elif site in THREAD_SITES:
-                assert "start_thread" in outward, "%s: no start_thread outward of %s\n  %s" % (
-                    site, fr[last_py]["function"], show(s))
+                # The thread's own native start, then the creator's stack, Py_RunMain outermost.
+                mark = [f["function"] for f in fr].index("[new thread]")
+                boot = max(i for i, f in enumerate(fr) if f.get("function") == "Thread._bootstrap")
+                inner = [f["function"] for f in fr[boot + 1:mark]]
+                assert "start_thread" in inner, "%s: no start_thread between Thread._bootstrap and [new thread]\n  %s" % (
+                    site, show(s))
+                assert "Py_RunMain" in outward or "main" in outward, show(s)
             else:
                 assert "Py_RunMain" in outward or "main" in outward, \
                     "%s: neither Py_RunMain nor main outward of <module>\n  %s" % (site, show(s))
@@ -214,15 +226,29 @@ def check_sites(doc, minor, native):
             assert first_py > 0, "%s: no native frame inside the innermost Python frame\n  %s" % (site, show(s))
 
 
+def thread_parts(frames):
+    """A stack cut at its "[new thread]" frames: the thread's own frames, then each stack that started
+    a thread of those before it (innermost first)."""
+    parts = [[]]
+    for f in frames:
+        if f["kind"] == "native" and f["function"] == "[new thread]":
+            parts.append([])
+        else:
+            parts[-1].append(f)
+    return parts
+
+
 def check_python_outermost(doc, what):
-    """Default mode: in every stack, no native frame lies outward of a Python frame."""
+    """Default mode: in every stack, and in every stack that started a thread, no native frame lies
+    outward of a Python frame."""
     for key in ("stacks", "live_at_end"):
         for s in doc[key]:
-            kinds = [f["kind"] for f in s["frames"]]
-            if "python" in kinds:
-                first = kinds.index("python")
-                assert all(k == "python" for k in kinds[first:]), "%s: %s stack with a native frame outward " \
-                    "of a Python frame\n  %s" % (what, key, show(s))
+            for part in thread_parts(s["frames"]):
+                kinds = [f["kind"] for f in part]
+                if "python" in kinds:
+                    first = kinds.index("python")
+                    assert all(k == "python" for k in kinds[first:]), "%s: %s stack with a native frame " \
+                        "outward of a Python frame\n  %s" % (what, key, show(s))
 
 
 def check_frame_fields(doc, what):
@@ -429,14 +455,22 @@ def test_numpy_demo():
     assert sizable, "no OpenBLAS buffer reserved 16 MiB or more\n" + "\n".join(show(s) for s in blas)
     for s in sizable:
         assert s["charged_bytes"] < s["reserved_bytes"] / 4 and s["sparse"], show(s)
+    imp = line_of(r"^import numpy")
     if (os.cpu_count() or 1) > 1:
-        # A buffer of an OpenBLAS worker thread: no Python frame, started by start_thread.
-        workers = [s for s in sizable if not py_frames(s) and "start_thread" in [f["function"] for f in s["frames"]]]
+        # A buffer of an OpenBLAS worker thread: the thread's own stack from start_thread, under
+        # "[new thread]" and the stack that started it, in `import numpy as np`.
+        workers = [s for s in sizable if "start_thread" in [f["function"] for f in s["frames"]]]
         assert workers, "no OpenBLAS worker thread buffer\n" + "\n".join(show(s) for s in sizable)
+        for s in workers:
+            fn = [f["function"] for f in s["frames"]]
+            assert "[new thread]" in fn and fn.index("start_thread") < fn.index("[new thread]"), show(s)
+            assert not [f for f in s["frames"][:fn.index("[new thread]")] if f["kind"] == "python"], show(s)
+            assert "blas_thread_init" in fn[fn.index("[new thread]"):], show(s)
+            py = py_frames(s)
+            assert (py[-1]["function"], py[-1]["file"], py[-1]["line"]) == ("<module>", NUMPY_DEMO, imp), show(s)
     peak = doc["peak"]
     assert peak["charged_bytes"] <= peak["rss_bytes"] < peak["reserved_bytes"], peak
     # What importing numpy allocated hangs under the import line, through importlib's frames.
-    imp = line_of(r"^import numpy")
     under_import = []
     for s in doc["stacks"]:
         py = py_frames(s)

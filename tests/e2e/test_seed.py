@@ -8,8 +8,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ptfiltest import MiB, bare, charged_through, check_near, functions, launch, main, reserved_through, \
-    stacks_through, target
+from ptfiltest import MiB, bare, charged_through, check_near, functions, launch, main, own_functions, \
+    reserved_through, stacks_through, starter_functions, target
 
 PROG = [target("sparse_threads")]
 
@@ -32,7 +32,11 @@ def test_attribution():
     assert reserved_through(doc, "thread_buffer_alloc") == 4 * 128 * MiB
     workers = stacks_through(doc, "worker")
     assert sum(s["count"] for s in stacks_through(doc, "thread_buffer_alloc")) == 4
-    assert all("main" not in functions(s) for s in workers), "thread stacks must start in the thread"
+    assert workers and all("main" not in own_functions(s) for s in workers), "thread stacks must start in the thread"
+    # ... and go on into the call that started the thread: pthread_create in main.
+    for s in workers:
+        assert starter_functions(s)[:1] != [] and "main" in starter_functions(s), functions(s)
+        assert starter_functions(s).index("pthread_create") < starter_functions(s).index("main"), functions(s)
     top = doc["stacks"][0]
     assert "load_dataset" in functions(top), functions(top)
     # Innermost first: the system call wrapper, then the program's functions outward.
