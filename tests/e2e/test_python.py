@@ -21,7 +21,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ptfiltest import MiB, SRCDIR, Attached, bare, check_near, launch, main, stacks_through, workdir
+from ptfiltest import MiB, SRCDIR, VIEW, Attached, bare, check_near, launch, main, stacks_through, workdir
 
 PYTHON = "/usr/bin/python3"  # Debian 12's CPython 3.11 (PATH's python3 may be another one)
 PYDIR = os.path.abspath(os.path.join(SRCDIR, "tests", "targets", "py"))
@@ -300,6 +300,38 @@ def test_sites_default():
     check_frame_fields(doc, "default mode")
 
 
+def test_report_text():
+    """ptfil-view's report lists a Python stack as its allocating call, then its Python frames from the
+    innermost outwards at the site's file and line; a thread's stack shows its own Python frames and,
+    past "[new thread]", the frames of the call that started it."""
+    r = run_sites()
+
+    def report(depth):
+        out = subprocess.run([VIEW, "--top", "20", "--depth", str(depth), r.snapshot], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, timeout=60, check=True).stdout.decode()
+        return out, out.split("\n#")
+
+    def block_of(site, depth):
+        out, blocks = report(depth)
+        want = "      %s (%s:%d)" % (FUNCTION[site], SITES, SITE_LINE[site])
+        found = [b.splitlines() for b in blocks if want in b.splitlines()]
+        assert found, "%s: no stack in the report shows %s\n%s" % (site, want.strip(), out)
+        return found[0], want
+
+    # Two frames deep: the allocating call, the native frames counted, then two Python frames.
+    b, want = block_of("plain", 2)
+    assert b[1].startswith("    \u2192 malloc (") and re.match(r"      \.\.\. \d+ more$", b[2]), b
+    assert b[3] == want and b[4].startswith("      plain_outer (%s:" % SITES) and b[5].startswith("      ... "), b
+    for site in THREAD_SITES:
+        # Deep enough for the whole thread: its own frames, "[new thread]", the starter's call.
+        b, want = block_of(site, 40)
+        mark = b.index("      [new thread]")
+        assert b.index(want) < mark, b
+        assert [l for l in b[:mark] if "(%s:" % SITES in l] == [want], b
+        assert any(l.startswith("      Thread.start (") for l in b[mark:]), b
+        assert any(l.startswith("      run_threads (%s:" % SITES) for l in b[mark:]), b
+
+
 def test_sites_native():
     doc = run_sites(ptfil_args=("--native",)).json
     check_sites(doc, 11, native=True)
@@ -517,5 +549,5 @@ def test_attach():
 
 
 if __name__ == "__main__":
-    main([test_sites_default, test_sites_native, test_no_python_env, test_output_and_status_unchanged,
+    main([test_sites_default, test_report_text, test_sites_native, test_no_python_env, test_output_and_status_unchanged,
           test_counters, test_unknown_version, test_python312, test_python313, test_numpy_demo, test_attach])
