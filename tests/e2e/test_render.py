@@ -904,9 +904,67 @@ def test_seed_scenario_rendered():
         d.cleanup()
 
 
+def test_numpy_demo_rendered():
+    """The README's headline demo (make demo) rendered: in the flame graph each array's Python frame is
+    as wide as the array, and OpenBLAS's buffers are sparse; the report works in Chromium and its
+    screenshot is kept (docs/report-numpy.png with PTFIL_UPDATE_SCREENSHOT=1)."""
+    python = "/usr/bin/python3"
+    if subprocess.run([python, "-c", "import numpy"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode:
+        print("SKIP: %s cannot import numpy (python3-numpy)" % python)
+        return
+    pydir = os.path.join(SRCDIR, "tests", "targets", "py")
+    src = open(os.path.join(pydir, "numpy_demo.py")).read().splitlines()
+    line_of = lambda pattern: next(i for i, t in enumerate(src, 1) if re.search(pattern, t))
+    n = int(re.search(r"^N = (\d+)", "\n".join(src), re.M).group(1))
+    d = Dir()
+    try:
+        # Run as numpy_demo.py from its directory, as a user types it.
+        snapshot = d.file("numpy.gz")
+        proc = subprocess.Popen([PTFIL, "launch", "-q", "-i", "10", "-o", snapshot, "--", python, "numpy_demo.py"],
+                                cwd=pydir, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                start_new_session=True)
+        try:
+            out, err = proc.communicate(timeout=TIMEOUT)
+        finally:
+            if proc.returncode is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        assert proc.returncode == 0, err
+        svg_path, svg = render(d, "svg", snapshot, name="numpy.svg")
+        html_path, html = render(d, "html", snapshot, name="numpy.html")
+        check_clean_markup(svg, "numpy svg")
+        check_clean_markup(html, "numpy html")
+        root = parse(svg)
+        frames = svg_frames(root)
+        for fn, pattern in (("load", r"return np\.ones"), ("scale", r"return a \* "), ("multiply", r"return a @ a")):
+            # CPython names the main script by its absolute path, from the real working directory.
+            want = "%s (%s:%d)" % (fn, os.path.join(os.path.realpath(pydir), "numpy_demo.py"), line_of(pattern))
+            w = sum(int(g.get("data-w")) for p, g in frames if p[-1] == want)
+            # multiply's frame also holds OpenBLAS's buffer for the main thread (a few MiB resident).
+            assert n * n * 8 * 0.97 <= w <= n * n * 8 + (8 * MiB if fn == "multiply" else MiB), (want, w)
+        sparse = [g for p, g in frames if g.get("data-sparse") == "1" and int(g.get("data-wr")) >= 64 * MiB]
+        assert sparse, "no sparse frame of 64 MiB reserved or more"
+        with Browser(d) as b:
+            b.go(html_path)
+            v = browser_frames(b)
+            assert len(v["frames"]) == int(root.get("data-frames"))
+            png = b.screenshot()
+        assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 10000, len(png)
+        with open(os.path.join(BUILDDIR, "report-numpy-screenshot.png"), "wb") as f:
+            f.write(png)
+        if os.environ.get("PTFIL_UPDATE_SCREENSHOT") == "1":
+            with open(os.path.join(SRCDIR, "docs", "report-numpy.png"), "wb") as f:
+                f.write(png)
+            print("wrote %s" % os.path.join(SRCDIR, "docs", "report-numpy.png"))
+        print("numpy demo: SVG %d bytes (%s frames, %s pruned), HTML %d bytes" % (
+            len(svg), root.get("data-frames"), root.get("data-pruned"), len(html)))
+    finally:
+        d.cleanup()
+
+
 if __name__ == "__main__":
     # make check's timeout sends SIGTERM: leave through the finally blocks, which end the browser.
     signal.signal(signal.SIGTERM, lambda sig, frame: sys.exit(128 + sig))
     main([test_svg_frames_and_widths, test_svg_live, test_svg_diff, test_hostile_strings,
           test_large_snapshot_is_bounded, test_timeline_downsampled, test_extreme_numbers, test_html_in_chromium,
-          test_seed_scenario_rendered])
+          test_seed_scenario_rendered, test_numpy_demo_rendered])
