@@ -358,12 +358,27 @@ static int is_new_thread(const struct snap *s, uint32_t fi)
 	return f->kind == SNAP_FRAME_NATIVE && f->module < 0 && f->function && !strcmp(f->function, "[new thread]");
 }
 
+/* Lists frames[from..to) when those up to `at` were listed or counted: a gap reads "... N more". Returns to. */
+static size_t put_range(FILE *out, const struct snap *s, const uint32_t *frames, size_t at, size_t from, size_t to)
+{
+	if (from > at)
+		fprintf(out, "      ... %zu more\n", from - at);
+	for (size_t k = from; k < to; k++) {
+		/* The innermost frame is the function that made the mapping. */
+		fputs(k == 0 ? "    \xe2\x86\x92 " : "      ", out);
+		put_frame(out, s, frames[k]);
+		fputc('\n', out);
+	}
+	return to > at ? to : at;
+}
+
 /*
  * The frames of a stack, innermost first, at most depth of them. A stack with
  * Python frames is shown as its Python author reads it: the innermost frame
  * (the allocating call), then from the innermost Python frame outwards
  * (view_python_frame) depth frames; the interpreter's and extensions' native
- * frames in between are counted, not listed.
+ * frames in between are counted, not listed. A thread started from Python
+ * shows its own frames before its "[new thread]" frame.
  */
 static void put_stack_frames(FILE *out, const struct snap *s, const uint32_t *frames, size_t total,
 			     size_t depth)
@@ -372,59 +387,24 @@ static void put_stack_frames(FILE *out, const struct snap *s, const uint32_t *fr
 		fputs("      (no call stack)\n", out);
 		return;
 	}
-	size_t py = view_python_frame(s, frames, 0, total);
-	size_t from = 0, shown = total < depth ? total : depth;
-	/* A thread with no Python code of its own, started from Python: its own frames, then the starter's. */
+	size_t py = view_python_frame(s, frames, 0, total), at = 0;
 	size_t mark = 0;
 	while (mark < py && mark < total && !is_new_thread(s, frames[mark]))
 		mark++;
 	if (py < total && mark < py) {
-		shown = mark < depth ? mark : depth;
-		for (size_t k = 0; k < shown; k++) {
-			fputs(k == 0 ? "    \xe2\x86\x92 " : "      ", out);
-			put_frame(out, s, frames[k]);
-			fputc('\n', out);
-		}
-		if (mark > shown)
-			fprintf(out, "      ... %zu more\n", mark - shown);
-		fputs("      ", out);
-		put_frame(out, s, frames[mark]);
-		fputc('\n', out);
-		if (py > mark + 1)
-			fprintf(out, "      ... %zu more\n", py - mark - 1);
-		size_t end = total - py < depth ? total : py + depth;
-		for (size_t k = py; k < end; k++) {
-			fputs("      ", out);
-			put_frame(out, s, frames[k]);
-			fputc('\n', out);
-		}
-		if (total > end)
-			fprintf(out, "      ... %zu more\n", total - end);
-		return;
+		/* A thread with no Python code of its own, started from Python: its own frames, then the starter's. */
+		at = put_range(out, s, frames, at, 0, mark < depth ? mark : depth);
+		at = put_range(out, s, frames, at, mark, mark + 1);
+		at = put_range(out, s, frames, at, py, total - py < depth ? total : py + depth);
+	} else if (py < total && py >= depth) {
+		/* The allocating call, then the Python frames outwards. */
+		at = put_range(out, s, frames, at, 0, 1);
+		at = put_range(out, s, frames, at, py, total - py < depth ? total : py + depth);
+	} else {
+		at = put_range(out, s, frames, at, 0, total < depth ? total : depth);
 	}
-	if (py < total && py >= shown) {
-		from = py;               /* frames[1..py) are skipped */
-		shown = 1;
-	}
-	for (size_t k = 0; k < shown; k++) {
-		/* The innermost frame is the function that made the mapping. */
-		fputs(k == 0 ? "    \xe2\x86\x92 " : "      ", out);
-		put_frame(out, s, frames[k]);
-		fputc('\n', out);
-	}
-	if (from) {
-		if (from > 1)
-			fprintf(out, "      ... %zu more\n", from - 1);
-		size_t end = total - from < depth ? total : from + depth;
-		for (size_t k = from; k < end; k++) {
-			fputs("      ", out);
-			put_frame(out, s, frames[k]);
-			fputc('\n', out);
-		}
-		shown = end;
-	}
-	if (total > shown)
-		fprintf(out, "      ... %zu more\n", total - shown);
+	if (total > at)
+		fprintf(out, "      ... %zu more\n", total - at);
 }
 
 /* Lists the largest of n stacks: `what` names the set ("at the peak"), whole is the total for shares. */

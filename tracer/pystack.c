@@ -156,6 +156,21 @@ static uint64_t u64_at(const uint8_t *p, size_t off)
 
 /* ---------------------------------------------------------------- finding the interpreter */
 
+/*
+ * Per thread (direct-mapped by tid): its thread state, and what its last walk
+ * read, fetched again in one read at its next stop, before the walk needs it:
+ * the outer frames of a stack rarely change from one stop to the next.
+ */
+#define PREV_CODES 128
+#define PREV_PAGES 4
+struct pythread {
+	pid_t tid;                    /* 0: an empty slot */
+	uint64_t ts;
+	size_t n_codes, n_pages;
+	uint64_t codes[PREV_CODES];
+	uint64_t pages[PREV_PAGES];
+};
+
 void pyproc_init(struct pyproc *py)
 {
 	memset(py, 0, sizeof(*py));
@@ -163,12 +178,9 @@ void pyproc_init(struct pyproc *py)
 	u64map_init(&py->code_ids);
 }
 
-static void forget_threads(pid_t pid);
-
 void pyproc_fin(struct pyproc *py)
 {
-	if (py->pid)
-		forget_threads(py->pid);  /* an exec keeps the pid: its old thread states are gone */
+	free(py->threads);
 	for (size_t i = 0; i < py->n_codes; i++)
 		free(py->codes[i].table);
 	free(py->codes);
@@ -239,13 +251,15 @@ static void found(struct pyproc *py, const struct modreg_entry *e, uint32_t gid,
 		return;
 	}
 	py->runtime = e->base + runtime_off;
-	py->pid = pid;
 	if (minor >= 13 && !debug_offsets_agree(l, pid, py->runtime)) {
 		unsupported(py, e->path, "its _Py_DebugOffsets disagree with CPython 3.13's layout (a free-threaded or changed build)");
 		return;
 	}
+	if (!(py->threads = calloc(PY_THREAD_SLOTS, sizeof(*py->threads)))) {
+		unsupported(py, e->path, "out of memory");
+		return;
+	}
 	py->l = l;
-	py->minor = minor;
 	py->eval_gid = gid;
 	py->eval_lo = lo;
 	py->eval_hi = lo + size;
@@ -275,29 +289,6 @@ void pystack_detect(struct pyproc *py, const struct modmap *mm, const struct mod
 
 /* ---------------------------------------------------------------- thread states */
 
-/*
- * Per thread (direct-mapped by tid): its thread state, and what its last walk
- * read, fetched again in one read at its next stop, before the walk needs it:
- * the outer frames of a stack rarely change from one stop to the next.
- */
-#define TSTATE_SLOTS 64
-#define PREV_CODES 128
-#define PREV_PAGES 4
-static struct thread_slot {
-	pid_t pid, tid;
-	uint64_t ts;
-	size_t n_codes, n_pages;
-	uint64_t codes[PREV_CODES];
-	uint64_t pages[PREV_PAGES];
-} tcache[TSTATE_SLOTS];
-
-static void forget_threads(pid_t pid)
-{
-	for (size_t i = 0; i < TSTATE_SLOTS; i++)
-		if (tcache[i].pid == pid)
-			tcache[i].pid = 0;
-}
-
 /* Walks every interpreter's thread list, remembering each thread's state; returns tid's, or 0. */
 static uint64_t scan_threads(struct pyproc *py, struct pystats *st, pid_t pid, pid_t tid)
 {
@@ -316,9 +307,9 @@ static uint64_t scan_threads(struct pyproc *py, struct pystats *st, pid_t pid, p
 			if (peek(pid, ts, b, need, st))
 				return found_ts;
 			pid_t t = (pid_t)u64_at(b, l->ts_native_thread_id);
-			unsigned slot = (unsigned)t % TSTATE_SLOTS;
-			if (tcache[slot].pid != pid || tcache[slot].tid != t || tcache[slot].ts != ts)
-				tcache[slot] = (struct thread_slot){ .pid = pid, .tid = t, .ts = ts };
+			struct pythread *slot = &py->threads[(unsigned)t % PY_THREAD_SLOTS];
+			if (slot->tid != t || slot->ts != ts)
+				*slot = (struct pythread){ .tid = t, .ts = ts };
 			if (t == tid)
 				found_ts = ts;
 			ts = u64_at(b, l->ts_next);
@@ -360,7 +351,7 @@ static int32_t decode_code(struct pyproc *py, struct pynames *names, struct pyst
 			   const uint8_t *hdr)
 {
 	const struct pylayout *l = py->l;
-	struct pycode c = { .addr = addr, .last_lasti = INT64_MIN };
+	struct pycode c = { .last_lasti = INT64_MIN };
 	c.filename = u64_at(hdr, l->code_filename - CODE_HDR_LO(l));
 	c.qualname = u64_at(hdr, l->code_qualname - CODE_HDR_LO(l));
 	c.linetable = u64_at(hdr, l->code_linetable - CODE_HDR_LO(l));
@@ -440,7 +431,7 @@ static const uint8_t *prefetched(uint64_t code, size_t i)
  * code objects of the thread's last walk and the pages its frames were in.
  * Returns 0 when the thread state was read.
  */
-static int prefetch(const struct thread_slot *ts, pid_t pid, uint8_t *tb, size_t tneed, size_t hlen, uint16_t hlo,
+static int prefetch(const struct pythread *ts, pid_t pid, uint8_t *tb, size_t tneed, size_t hlen, uint16_t hlo,
 		    struct pystats *st)
 {
 	static struct iovec lv[1 + PREV_CODES + PREV_PAGES], rv[1 + PREV_CODES + PREV_PAGES];
@@ -495,14 +486,13 @@ size_t pystack_read(struct pyproc *py, struct pynames *names, struct pystats *st
 	pre.n = 0;
 
 	/* The thread state: cached per tid, checked by its native thread id. */
-	unsigned slot = (unsigned)tid % TSTATE_SLOTS;
-	struct thread_slot *ts = &tcache[slot];
+	struct pythread *ts = &py->threads[(unsigned)tid % PY_THREAD_SLOTS];
 	uint8_t tb[512];
 	size_t tneed = l->ts_native_thread_id + 8u;
 	uint16_t frame_field = l->ts_cframe != PYL_NONE ? l->ts_cframe : l->ts_current_frame;
 	if (frame_field + 8u > tneed)
 		tneed = frame_field + 8u;
-	int ok = ts->pid == pid && ts->tid == tid && ts->ts &&
+	int ok = ts->tid == tid && ts->ts &&
 		 prefetch(ts, pid, tb, tneed, hlen, CODE_HDR_LO(l), st) == 0 &&
 		 (pid_t)u64_at(tb, l->ts_native_thread_id) == tid;
 	if (!ok) {
@@ -511,8 +501,7 @@ size_t pystack_read(struct pyproc *py, struct pynames *names, struct pystats *st
 			st->no_thread++;
 			return 0;
 		}
-		ts = &tcache[slot];      /* scan_threads filled it */
-		pre.n = 0;
+		pre.n = 0;                /* scan_threads filled ts if no other thread shares its slot */
 		pages_reset(pid);
 	}
 	uint64_t cur = u64_at(tb, frame_field);

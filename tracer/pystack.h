@@ -19,6 +19,7 @@
 
 struct modmap;
 struct modreg;
+struct pythread;
 
 /* Distinct (function, file) pairs of Python code, by id. */
 struct pyname { char *function, *file; };
@@ -31,7 +32,7 @@ void pynames_fin(struct pynames *n);
 
 /* A code object decoded once: what checks it is still the same, and what it says. */
 struct pycode {
-	uint64_t addr, filename, qualname, linetable; /* the object's address and those fields' values */
+	uint64_t filename, qualname, linetable; /* those fields' values, which check it is the same object */
 	int32_t firstlineno;
 	uint32_t name;                /* in pynames */
 	uint8_t *table; uint32_t table_len;  /* the location table, owned */
@@ -41,19 +42,18 @@ struct pycode {
 
 enum py_state { PY_UNKNOWN, PY_ABSENT, PY_READY, PY_UNSUPPORTED };
 
+#define PY_THREAD_SLOTS 64        /* threads whose state and last walk are remembered, by tid modulo this */
 #define PY_MAX_FRAMES 256         /* Python frames read per stack at most; deeper ones are cut off */
 
 struct pyproc {
 	enum py_state state;
-	pid_t pid;                    /* set once found */
 	unsigned checked_loads;       /* modmap loads when the modules were last looked at */
 	struct u64map checked;        /* modules (global ids) looked at already */
 	const struct pylayout *l;
-	unsigned minor;
 	uint64_t runtime;             /* address of _PyRuntime */
 	uint32_t eval_gid;            /* the module holding _PyEval_EvalFrameDefault, */
 	uint64_t eval_lo, eval_hi;    /* and its extent there (module offsets) */
-	struct u64map tstates;        /* tid -> address of its PyThreadState */
+	struct pythread *threads;     /* PY_THREAD_SLOTS of them by tid, owned; made once found (pystack.c) */
 	struct pycode *codes; size_t n_codes, cap_codes;
 	struct u64map code_ids;       /* code object address -> index in codes */
 };

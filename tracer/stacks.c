@@ -101,3 +101,11 @@ uint32_t stacks_intern(struct stacks *s, const uint32_t *frames, size_t n)
 	}
 	return node;
 }
+
+size_t stacks_frames(const struct stacks *s, uint32_t node, uint32_t *out, size_t max)
+{
+	size_t n = 0;
+	for (uint32_t k = node; k != STACKS_ROOT && n < max; k = s->nodes[k].parent)
+		out[n++] = s->nodes[k].frame;
+	return n;
+}

@@ -48,6 +48,9 @@ static inline uint32_t stacks_py_frame(struct stacks *s, uint32_t name, uint32_t
 /* A frame that names memory without a call stack; name must outlive s (a string literal). */
 uint32_t stacks_pseudo_frame(struct stacks *s, const char *name);
 
+/* The frames of node, innermost first: writes at most max to out and returns how many. */
+size_t stacks_frames(const struct stacks *s, uint32_t node, uint32_t *out, size_t max);
+
 /*
  * Interns a stack given innermost first (frames[0] is where the call stopped)
  * and returns its node id (STACKS_ROOT for an empty stack), or STACKS_FAILED.

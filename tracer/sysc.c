@@ -10,7 +10,6 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/ptrace.h>
-#include <sys/uio.h>
 #include <time.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -193,12 +192,9 @@ static uint32_t with_python(struct tracer *T, struct tracee *t, uint32_t node)
 {
 	struct proc *p = t->p;
 	uint32_t in[UNWIND_MAX_FRAMES];
-	size_t n = 0, evals = 0;
-	for (uint32_t k = node; k != STACKS_ROOT && n < UNWIND_MAX_FRAMES; k = T->stacks.nodes[k].parent) {
-		in[n] = T->stacks.nodes[k].frame;
-		const struct stacks_frame *f = &T->stacks.frames[in[n++]];
-		evals += pystack_is_eval(&p->py, f->module, f->offset);
-	}
+	size_t n = stacks_frames(&T->stacks, node, in, UNWIND_MAX_FRAMES), evals = 0;
+	for (size_t i = 0; i < n; i++)
+		evals += pystack_is_eval(&p->py, T->stacks.frames[in[i]].module, T->stacks.frames[in[i]].offset);
 	if (!evals)
 		return node;
 	static struct pyframe py[PY_MAX_FRAMES];
@@ -244,50 +240,19 @@ static uint32_t with_origin(struct tracer *T, struct tracee *t, uint32_t node)
 	if (node == t->origin_in && t->origin_out)
 		return t->origin_out;
 	static uint32_t f[ORIGIN_MAX_FRAMES];
-	size_t n = 0;
-	for (uint32_t k = node; k != STACKS_ROOT && n < ORIGIN_MAX_FRAMES; k = T->stacks.nodes[k].parent)
-		f[n++] = T->stacks.nodes[k].frame;
+	size_t n = stacks_frames(&T->stacks, node, f, ORIGIN_MAX_FRAMES);
 	if (T->new_thread_frame == STACKS_FAILED)
 		T->new_thread_frame = stacks_pseudo_frame(&T->stacks, "[new thread]");
 	if (T->new_thread_frame == STACKS_FAILED || n == ORIGIN_MAX_FRAMES)
 		return node;
 	f[n++] = T->new_thread_frame;
-	for (uint32_t k = t->origin; k != STACKS_ROOT && n < ORIGIN_MAX_FRAMES; k = T->stacks.nodes[k].parent)
-		f[n++] = T->stacks.nodes[k].frame;
+	n += stacks_frames(&T->stacks, t->origin, f + n, ORIGIN_MAX_FRAMES - n);
 	uint32_t out = stacks_intern(&T->stacks, f, n);
 	if (out == STACKS_FAILED)
 		return node;
 	t->origin_in = node;
 	t->origin_out = out;
 	return out;
-}
-
-void sysc_thread_origin(struct tracer *T, struct tracee *t, struct tracee *child)
-{
-	struct proc *p = t->p;
-	struct user_regs_struct regs;
-	if (child->p != p || !p->profiled || !p->ready || child->origin != STACKS_ROOT ||
-	    ptrace(PTRACE_GETREGS, t->tid, 0, &regs))
-		return;
-	uint32_t node = capture_stack(T, t, &regs);
-	/*
-	 * glibc's clone and clone3 end their unwind information before the
-	 * system call (the child would unwind wrong), so the unwind stops in
-	 * them. They touch no stack of the parent's before it: the caller's
-	 * return address is at the stack pointer, and the unwind goes on from
-	 * there as if the call had returned.
-	 */
-	if (node != STACKS_ROOT && T->stacks.nodes[node].parent == STACKS_ROOT) {
-		uint64_t ret;
-		struct iovec local = { &ret, sizeof(ret) }, remote = { (void *)(uintptr_t)regs.rsp, sizeof(ret) };
-		if (process_vm_readv(t->tid, &local, 1, &remote, 1, 0) == (ssize_t)sizeof(ret) &&
-		    modmap_find(&p->mm, ret)) {
-			regs.rip = ret;
-			regs.rsp += sizeof(ret);
-			node = capture_stack(T, t, &regs);
-		}
-	}
-	child->origin = node;
 }
 
 static double seconds(void)
@@ -297,17 +262,18 @@ static double seconds(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-uint32_t capture_stack(struct tracer *T, struct tracee *t, const struct user_regs_struct *regs)
+/* The native stack, with the Python frames of a CPython process in it (with_python). */
+static uint32_t program_stack(struct tracer *T, struct tracee *t, const struct user_regs_struct *regs)
 {
 	struct proc *p = t->p;
 	int py = !T->no_python && p->py.state == PY_READY;
 	double t0 = py ? seconds() : 0;
 	uint32_t node = native_stack(T, t, regs);
 	if (T->no_python)
-		return t->origin && node ? with_origin(T, t, node) : node;
+		return node;
 	pystack_detect(&p->py, &p->mm, &T->reg, p->pid);
 	if (p->py.state != PY_READY || node == STACKS_ROOT)
-		return t->origin && node ? with_origin(T, t, node) : node;
+		return node;
 	/* What the Python frames cost against the native stack they complete, for the snapshot's counters. */
 	double t1 = seconds();
 	if (py) {
@@ -316,7 +282,39 @@ uint32_t capture_stack(struct tracer *T, struct tracee *t, const struct user_reg
 	}
 	node = with_python(T, t, node);
 	T->pystats.python_us += (uint64_t)((seconds() - t1) * 1e6 + 0.5);
-	return t->origin && node ? with_origin(T, t, node) : node;
+	return node;
+}
+
+uint32_t capture_stack(struct tracer *T, struct tracee *t, const struct user_regs_struct *regs)
+{
+	uint32_t node = program_stack(T, t, regs);
+	return t->origin != STACKS_ROOT && node != STACKS_ROOT ? with_origin(T, t, node) : node;
+}
+
+void sysc_thread_origin(struct tracer *T, struct tracee *t, struct tracee *child)
+{
+	struct proc *p = t->p;
+	struct user_regs_struct regs;
+	if (child->p != p || !p->profiled || !p->ready || child->origin != STACKS_ROOT ||
+	    ptrace(PTRACE_GETREGS, t->tid, 0, &regs))
+		return;
+	uint32_t node = program_stack(T, t, &regs);
+	/*
+	 * glibc's clone and clone3 end their unwind information before the
+	 * system call (the child would unwind wrong), so the unwind stops in
+	 * them. They touch no stack of the parent's before it: the caller's
+	 * return address is at the stack pointer, and the unwind goes on from
+	 * there as if the call had returned.
+	 */
+	uint64_t ret;
+	if (node != STACKS_ROOT && T->stacks.nodes[node].parent == STACKS_ROOT &&
+	    unwind_copied_word(&T->unw, t->tid, regs.rsp, &ret) == 0 && modmap_find(&p->mm, ret)) {
+		regs.rip = ret;
+		regs.rsp += sizeof(ret);
+		node = program_stack(T, t, &regs);
+	}
+	/* A thread started by a thread: its starter's stack goes on into its own starter's. */
+	child->origin = t->origin != STACKS_ROOT && node != STACKS_ROOT ? with_origin(T, t, node) : node;
 }
 
 static void add_range(struct tracer *T, struct proc *p, uint64_t start, uint64_t end, uint32_t stack, char kind)

@@ -847,23 +847,39 @@ def test_html_in_chromium():
         d.cleanup()
 
 
+def launch_in(cwd, argv, snapshot):
+    """ptfil launch -q -i 10 -o snapshot -- argv, run from cwd (so the report shows the command as a user
+    types it), in its own session, killed if it outlives TIMEOUT; it must exit 0."""
+    proc = subprocess.Popen([PTFIL, "launch", "-q", "-i", "10", "-o", snapshot, "--", *argv], cwd=cwd,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=TIMEOUT)
+    finally:
+        if proc.returncode is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert proc.returncode == 0, err
+
+
+def keep_screenshot(png, build_name, docs_name):
+    """A PNG of a report: kept in the build directory, and as docs/docs_name with PTFIL_UPDATE_SCREENSHOT=1."""
+    assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 10000, len(png)
+    with open(os.path.join(BUILDDIR, build_name), "wb") as f:
+        f.write(png)
+    if os.environ.get("PTFIL_UPDATE_SCREENSHOT") == "1":
+        with open(os.path.join(SRCDIR, "docs", docs_name), "wb") as f:
+            f.write(png)
+        print("wrote %s" % os.path.join(SRCDIR, "docs", docs_name))
+
+
 def test_seed_scenario_rendered():
     """A real run of the seed scenario, rendered: the 50 MiB and the four sparse thread buffers show as
     such, in the SVG and in the report in Chromium, whose screenshot is kept."""
     d = Dir()
     try:
-        # Run as ./sparse_threads from its directory, so the report shows the command as a user types it.
         snapshot = d.file("seed.gz")
-        proc = subprocess.Popen([PTFIL, "launch", "-q", "-i", "10", "-o", snapshot, "--", "./sparse_threads"],
-                                cwd=os.path.dirname(target("sparse_threads")), stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
-        try:
-            out, err = proc.communicate(timeout=TIMEOUT)
-        finally:
-            if proc.returncode is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-        assert proc.returncode == 0, err
+        launch_in(os.path.dirname(target("sparse_threads")), ["./sparse_threads"], snapshot)
         doc = view_json(snapshot)
         svg_path, svg = render(d, "svg", snapshot, name="seed.svg")
         html_path, html = render(d, "html", snapshot, name="seed.html")
@@ -893,13 +909,7 @@ def test_seed_scenario_rendered():
             n = b.js("return document.querySelector('svg.timeline polyline.charged').points.numberOfItems")
             assert n == len(doc["timeline"]) or (n == 2000 and len(doc["timeline"]) > 2000), (n, len(doc["timeline"]))
             png = b.screenshot()
-        assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 10000, len(png)
-        with open(os.path.join(BUILDDIR, "report-screenshot.png"), "wb") as f:
-            f.write(png)
-        if os.environ.get("PTFIL_UPDATE_SCREENSHOT") == "1":
-            with open(os.path.join(SRCDIR, "docs", "report.png"), "wb") as f:
-                f.write(png)
-            print("wrote %s" % os.path.join(SRCDIR, "docs", "report.png"))
+        keep_screenshot(png, "report-screenshot.png", "report.png")
     finally:
         d.cleanup()
 
@@ -918,18 +928,8 @@ def test_numpy_demo_rendered():
     n = int(re.search(r"^N = (\d+)", "\n".join(src), re.M).group(1))
     d = Dir()
     try:
-        # Run as numpy_demo.py from its directory, as a user types it.
         snapshot = d.file("numpy.gz")
-        proc = subprocess.Popen([PTFIL, "launch", "-q", "-i", "10", "-o", snapshot, "--", python, "numpy_demo.py"],
-                                cwd=pydir, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                start_new_session=True)
-        try:
-            out, err = proc.communicate(timeout=TIMEOUT)
-        finally:
-            if proc.returncode is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-        assert proc.returncode == 0, err
+        launch_in(pydir, [python, "numpy_demo.py"], snapshot)
         svg_path, svg = render(d, "svg", snapshot, name="numpy.svg")
         html_path, html = render(d, "html", snapshot, name="numpy.html")
         check_clean_markup(svg, "numpy svg")
@@ -949,13 +949,7 @@ def test_numpy_demo_rendered():
             v = browser_frames(b)
             assert len(v["frames"]) == int(root.get("data-frames"))
             png = b.screenshot()
-        assert png.startswith(b"\x89PNG\r\n\x1a\n") and len(png) > 10000, len(png)
-        with open(os.path.join(BUILDDIR, "report-numpy-screenshot.png"), "wb") as f:
-            f.write(png)
-        if os.environ.get("PTFIL_UPDATE_SCREENSHOT") == "1":
-            with open(os.path.join(SRCDIR, "docs", "report-numpy.png"), "wb") as f:
-                f.write(png)
-            print("wrote %s" % os.path.join(SRCDIR, "docs", "report-numpy.png"))
+        keep_screenshot(png, "report-numpy-screenshot.png", "report-numpy.png")
         print("numpy demo: SVG %d bytes (%s frames, %s pruned), HTML %d bytes" % (
             len(svg), root.get("data-frames"), root.get("data-pruned"), len(html)))
     finally:
