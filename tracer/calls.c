@@ -1,6 +1,7 @@
 /*
- * The malloc family as seen at its breakpoints: an entry stop (unwind, note
- * the arguments, point the return address at the trampoline), a return stop
+ * The malloc family as seen at its breakpoints: an entry stop (note the
+ * arguments, point the return address at the trampoline, let the call run
+ * and unwind its stack meanwhile), a return stop
  * (the result), the linker's load event (arm new objects). Each displaced
  * instruction is emulated, so no thread ever runs past a hook unseen.
  */
@@ -143,12 +144,12 @@ static void before_free(struct tracer *T, struct proc *p, uint64_t ptr)
  * that its return stops, notes the call, and runs the displaced instruction.
  */
 static void hijack_and_go(struct tracer *T, struct tracee *t, const struct hook_bp *b,
-			  struct user_regs_struct *regs, uint32_t stack)
+			  struct user_regs_struct *regs, uint32_t stack, int captured)
 {
 	struct proc *p = t->p;
 	uint64_t ret;
 	/* The return address is in the stack copy the unwinder took at this stop, if it took one. */
-	int copied = stack != STACKS_FAILED && unwind_copied_word(&T->unw, t->tid, regs->rsp, &ret) == 0;
+	int copied = captured && unwind_copied_word(&T->unw, t->tid, regs->rsp, &ret) == 0;
 	if (!p->hooks.trampoline_armed || (!copied && mem_read(&t->tid, regs->rsp, &ret, 8))) {
 		/* No way to see the return: the call goes uncounted, the program unharmed. */
 		emulate_and_go(t, b, regs, NULL);
@@ -198,7 +199,16 @@ static void on_entry(struct tracer *T, struct tracee *t, const struct hook_bp *b
 	if ((b->fn == HOOK_REALLOC || b->fn == HOOK_REALLOCARRAY) && a0)
 		before_free(T, p, a0);
 	regs->rip = b->addr;
-	hijack_and_go(T, t, b, regs, capture_stack(T, t, regs));
+	/*
+	 * The stack is copied now and unwound once the thread runs again: the
+	 * unwind overlaps the call, whose return waits for it. The call leaves
+	 * the frames above its entry stack pointer alone.
+	 */
+	struct user_regs_struct at_entry = *regs;
+	capture_begin(T, t, &at_entry);
+	hijack_and_go(T, t, b, regs, STACKS_ROOT, 1);
+	if (t->in_alloc)
+		t->call.stack = capture_finish(T, t);
 }
 
 /* The syscall each wrapper makes. */
@@ -246,7 +256,7 @@ static void on_wrapper(struct tracer *T, struct tracee *t, const struct hook_bp 
 	uint32_t stack = STACKS_FAILED;
 	if ((b->fn == HOOK_MMAP && (a[3] & MAP_ANONYMOUS)) || b->fn == HOOK_MREMAP || b->fn == HOOK_BRK)
 		stack = t->sc_stack = capture_stack(T, t, regs);
-	hijack_and_go(T, t, b, regs, stack);
+	hijack_and_go(T, t, b, regs, stack, stack != STACKS_FAILED);
 }
 
 static void record(struct tracer *T, struct proc *p, struct tracee *t, uint64_t result)

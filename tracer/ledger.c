@@ -113,6 +113,23 @@ int ledger_overlaps(const struct ledger *l, uint64_t start, uint64_t end)
 	return i < l->n_segs && l->segs[i].start < end;
 }
 
+int ledger_holes(const struct ledger *l, uint64_t start, uint64_t end)
+{
+	if (start >= end)
+		return 0;
+	const struct ledger_seg *s = l->segs;
+	size_t i = first_after(l, start), n = l->n_segs;
+	/* Adjacent ranges may be one mapping to the kernel: a run of them counts as one. */
+	if (i == n || s[i].start > start || (s[i].start == start && (i == 0 || s[i - 1].end != start)))
+		return 0;
+	while (s[i].end < end) {
+		if (i + 1 == n || s[i + 1].start != s[i].end)
+			return 0;
+		i++;
+	}
+	return s[i].end > end || (i + 1 < n && s[i + 1].start == end);
+}
+
 int ledger_remove(struct ledger *l, uint64_t start, uint64_t end)
 {
 	if (start >= end)

@@ -77,6 +77,8 @@ void ledger_refresh(struct ledger *l, uint64_t start, uint64_t end);
 void ledger_refresh_all(struct ledger *l);
 /* True when any live range overlaps [start, end). */
 int ledger_overlaps(const struct ledger *l, uint64_t start, uint64_t end);
+/* True when [start, end) lies inside a run of adjacent live ranges, with some of it left on both sides. */
+int ledger_holes(const struct ledger *l, uint64_t start, uint64_t end);
 
 /*
  * Records a new peak when the charge now exceeds the last one, copying the

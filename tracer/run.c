@@ -31,6 +31,11 @@ int run_init(struct tracer *T, const struct tracer_opts *o)
 	T->new_thread_frame = STACKS_FAILED;
 	const char *np = getenv("PTFIL_NO_PYTHON");
 	T->no_python = np && *np && strcmp(np, "0") != 0;
+	/* DESIGN.md, Placement: see loop_wait. */
+	const char *spin = getenv("PTFIL_SPIN_US");
+	T->spin = (spin && *spin ? strtod(spin, NULL) : TRACER_SPIN_US) * 1e-6;
+	if (!(T->spin >= 0 && T->spin <= 0.01))
+		T->spin = TRACER_SPIN_US * 1e-6;
 	if (stacks_init(&T->stacks) || modreg_init(&T->reg) || unwind_init(&T->unw))
 		return error("cannot initialize the tracer");
 	return 0;

@@ -128,16 +128,29 @@ static uint32_t frame_of(struct tracer *T, struct proc *p, uint64_t ip, int call
 	return stacks_frame(&T->stacks, r->gid, at - T->reg.v[r->gid].base);
 }
 
-static uint32_t native_stack(struct tracer *T, struct tracee *t, const struct user_regs_struct *regs)
+#define STACKS_PENDING (STACKS_FAILED - 1) /* native_begin: still to unwind */
+
+/*
+ * The first half of a native stack, while the thread is stopped: its registers
+ * and a copy of its stack (regs must stay valid until native_finish). The same
+ * call from the same place with the same frames is the same stack: returned,
+ * no unwinding. Otherwise STACKS_PENDING, for native_finish.
+ */
+static uint32_t native_begin(struct tracer *T, struct tracee *t, const struct user_regs_struct *regs)
+{
+	unwind_begin(&T->unw, t->tid, regs, &t->p->mm, &T->reg);
+	for (size_t i = 0; i < TRACEE_MEMOS; i++)
+		if (unwind_memo_match(&T->unw, &t->memo[i]))
+			return t->memo[i].stack;
+	return STACKS_PENDING;
+}
+
+/* The unwind itself, from what native_begin took: the thread may be running again. */
+static uint32_t native_finish(struct tracer *T, struct tracee *t)
 {
 	struct proc *p = t->p;
 	uint64_t ips[UNWIND_MAX_FRAMES];
 	uint32_t frames[UNWIND_MAX_FRAMES];
-	unwind_begin(&T->unw, t->tid, regs, &p->mm, &T->reg);
-	/* The same call from the same place with the same frames: the same stack, no unwinding. */
-	for (size_t i = 0; i < TRACEE_MEMOS; i++)
-		if (unwind_memo_match(&T->unw, &t->memo[i]))
-			return t->memo[i].stack;
 	size_t n = unwind_run(&T->unw, ips, UNWIND_MAX_FRAMES);
 	/*
 	 * An address in no known object means new objects were mapped: read the maps
@@ -262,13 +275,23 @@ static double seconds(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* The native stack, with the Python frames of a CPython process in it (with_python). */
-static uint32_t program_stack(struct tracer *T, struct tracee *t, const struct user_regs_struct *regs)
+void capture_begin(struct tracer *T, struct tracee *t, const struct user_regs_struct *regs)
+{
+	struct capture *c = &T->capture;
+	c->tid = t->tid;
+	c->py = !T->no_python && t->p->py.state == PY_READY;
+	double t0 = c->py ? seconds() : 0;
+	c->native = native_begin(T, t, regs);
+	c->begin_s = c->py ? seconds() - t0 : 0;
+}
+
+/* The native stack begun by capture_begin, with the Python frames of a CPython process in it (with_python). */
+static uint32_t program_finish(struct tracer *T, struct tracee *t)
 {
 	struct proc *p = t->p;
-	int py = !T->no_python && p->py.state == PY_READY;
-	double t0 = py ? seconds() : 0;
-	uint32_t node = native_stack(T, t, regs);
+	const struct capture *c = &T->capture;
+	double t0 = c->py ? seconds() : 0;
+	uint32_t node = c->native == STACKS_PENDING ? native_finish(T, t) : c->native;
 	if (T->no_python)
 		return node;
 	pystack_detect(&p->py, &p->mm, &T->reg, p->pid);
@@ -276,19 +299,33 @@ static uint32_t program_stack(struct tracer *T, struct tracee *t, const struct u
 		return node;
 	/* What the Python frames cost against the native stack they complete, for the snapshot's counters. */
 	double t1 = seconds();
-	if (py) {
+	if (c->py) {
 		T->pystats.native_stacks++;
-		T->pystats.native_us += (uint64_t)((t1 - t0) * 1e6 + 0.5);
+		T->pystats.native_us += (uint64_t)((c->begin_s + t1 - t0) * 1e6 + 0.5);
 	}
 	node = with_python(T, t, node);
 	T->pystats.python_us += (uint64_t)((seconds() - t1) * 1e6 + 0.5);
 	return node;
 }
 
+static uint32_t program_stack(struct tracer *T, struct tracee *t, const struct user_regs_struct *regs)
+{
+	capture_begin(T, t, regs);
+	return program_finish(T, t);
+}
+
+uint32_t capture_finish(struct tracer *T, struct tracee *t)
+{
+	if (T->capture.tid != t->tid)
+		return STACKS_ROOT;
+	uint32_t node = program_finish(T, t);
+	return t->origin != STACKS_ROOT && node != STACKS_ROOT ? with_origin(T, t, node) : node;
+}
+
 uint32_t capture_stack(struct tracer *T, struct tracee *t, const struct user_regs_struct *regs)
 {
-	uint32_t node = program_stack(T, t, regs);
-	return t->origin != STACKS_ROOT && node != STACKS_ROOT ? with_origin(T, t, node) : node;
+	capture_begin(T, t, regs);
+	return capture_finish(T, t);
 }
 
 void sysc_thread_origin(struct tracer *T, struct tracee *t, struct tracee *child)
@@ -348,6 +385,22 @@ int sysc_entry(struct tracer *T, struct tracee *t)
 	return sysc_begin(T, t, (long)regs.orig_rax, a) ? PTRACE_SYSCALL : PTRACE_CONT;
 }
 
+/*
+ * True when munmap(start, len) will succeed. It fails on arguments the kernel
+ * refuses (checked here, with the lowest user address limit of x86-64), and
+ * with ENOMEM when cutting a hole in a mapping would pass vm.max_map_count:
+ * a hole in ranges of ours is left to the exit stop; one in a mapping the
+ * kernel merged from ours and others (the allocator's) is not seen, and
+ * would fail only in a process at that limit (65,530 mappings by default).
+ */
+static int munmap_cannot_fail(const struct ledger *l, uint64_t start, uint64_t len)
+{
+	uint64_t end = start + page_up(len);
+	if (!len || (start & (page_size() - 1)) || end <= start || end > (1ULL << 47) - page_size())
+		return 0;
+	return !ledger_holes(l, start, end);
+}
+
 int sysc_begin(struct tracer *T, struct tracee *t, long nr, const uint64_t a[6])
 {
 	struct proc *p = t->p;
@@ -367,7 +420,11 @@ int sysc_begin(struct tracer *T, struct tracee *t, long nr, const uint64_t a[6])
 	case SYS_munmap:
 		p->maps_dirty = 1;
 		sysc_before_release(T, p, a[0], a[0] + page_up(a[1]));
-		return 1;
+		if (!munmap_cannot_fail(l, a[0], a[1]))
+			return 1;
+		/* Done now: no exit stop, one stop fewer per munmap. */
+		ledger_remove(l, a[0], a[0] + page_up(a[1]));
+		return 0;
 	case SYS_mremap:
 		p->maps_dirty = 1;
 		if (page_up(a[2]) < page_up(a[1]))

@@ -22,6 +22,7 @@
 #include "tracer/unwind.h"
 
 #define TRACER_MAX_SAMPLES 4096
+#define TRACER_SPIN_US 50 /* default of PTFIL_SPIN_US: loop_wait */
 
 struct sample { double time; uint64_t charged, rss; };
 
@@ -113,6 +114,8 @@ struct tracer {
 	struct pynames pynames; /* the Python frames' names, for every process */
 	struct pystats pystats;
 	int no_python;          /* PTFIL_NO_PYTHON set: native stacks only, to measure what Python frames cost */
+	double spin;            /* seconds to poll for the next stop after a hooked call's stop (PTFIL_SPIN_US) */
+	int spin_next;          /* the stop just handled was a hooked call's: poll before sleeping */
 	pid_t main_pid;
 	int main_status;       /* shell-style, -1 until the main process exits */
 	int attach;            /* attach mode: never kill, leave every process as it was */
@@ -125,6 +128,12 @@ struct tracer {
 	uint64_t refreshes;
 	uint64_t reconciled;      /* mappings found by proc_reconcile */
 	uint64_t nested_calls;    /* hooked calls made inside the allocator, not counted */
+	struct capture {        /* the capture begun (capture_begin) */
+		pid_t tid;
+		uint32_t native;    /* its native stack, or STACKS_PENDING: still to unwind */
+		int py;             /* its process's Python frames were readable: time it for the counters */
+		double begin_s;     /* seconds spent in capture_begin */
+	} capture;
 	uint32_t main_stack_node;
 	uint32_t new_thread_frame; /* the "[new thread]" pseudo frame, STACKS_FAILED until made */
 };
@@ -163,6 +172,16 @@ void sysc_poll(struct tracer *T, struct proc *p);
 
 /* Unwinds the stopped thread (regs as at the stop) and interns its stack; STACKS_ROOT when nothing could be read. */
 uint32_t capture_stack(struct tracer *T, struct tracee *t, const struct user_regs_struct *regs);
+/*
+ * capture_stack in two halves, so that the thread can run on between them:
+ * capture_begin takes what must be taken while it is stopped (its registers,
+ * which must stay valid until capture_finish, and a copy of its stack);
+ * capture_finish unwinds from that copy. Valid only while the thread cannot
+ * change the frames above its stack pointer at the stop (it is inside a call
+ * whose return stops it), and with no other capture in between.
+ */
+void capture_begin(struct tracer *T, struct tracee *t, const struct user_regs_struct *regs);
+uint32_t capture_finish(struct tracer *T, struct tracee *t);
 /* At a clone event of thread t: the new thread child of the same process records t's stack as its origin. */
 void sysc_thread_origin(struct tracer *T, struct tracee *t, struct tracee *child);
 /* Before a small block is freed: a peak check whose residency refresh is bounded in rate. */

@@ -25,6 +25,15 @@ def test_partial_munmap():
     check_near("partial_more", charged_through(doc, "partial_more"), 8 * MiB)
 
 
+def test_failed_munmap_keeps_the_memory():
+    # munmap is taken as done at its entry when it cannot fail; these three fail and change nothing.
+    r, doc = run("badunmap")
+    assert b"einval=3" in r.stdout, r.stdout
+    check_near("peak", doc["peak"]["charged_bytes"], 14 * MiB)
+    check_near("bad_map", charged_through(doc, "bad_map"), 10 * MiB)
+    check_near("bad_more", charged_through(doc, "bad_more"), 4 * MiB)
+
+
 def test_mremap_grow_move_shrink():
     # 4 MiB grown to 16 and written, moved, shrunk to 2, then 10 MiB more: the peak is 16.
     _, doc = run("mremap")
@@ -97,6 +106,6 @@ def test_static_program_runs_mappings_only():
 
 
 if __name__ == "__main__":
-    main([test_partial_munmap, test_mremap_grow_move_shrink, test_madvise_dontneed_between_peaks,
+    main([test_partial_munmap, test_failed_munmap_keeps_the_memory, test_mremap_grow_move_shrink, test_madvise_dontneed_between_peaks,
           test_merged_mappings_charged_separately, test_read_only_memory, test_shared_anonymous, test_brk_heap,
           test_file_mappings_not_charged, test_static_program_runs_mappings_only])

@@ -8,9 +8,11 @@
  *   zeropage  40 MiB only read (zero page), 4 MiB written: peak 4 MiB
  *   shared    12 MiB MAP_SHARED|MAP_ANONYMOUS written: peak 12 MiB
  *   brk       sbrk 24 MiB written, then released: peak 24 MiB
+ *   badunmap  10 MiB written, three munmap calls that fail (EINVAL), 4 MiB more: peak 14 MiB
  * Each function that maps memory is named for what it does, for the attribution checks.
  */
 
+#include <errno.h>
 #include <stdint.h>
 
 #include "target.h"
@@ -169,10 +171,29 @@ static void heap_brk(void)
 	sbrk(-(intptr_t)(24 * MiB));
 }
 
+NOINLINE static void *bad_map(void) { return map_anon(10 * MiB); }
+NOINLINE static void *bad_more(void) { return map_anon(4 * MiB); }
+
+static void bad_unmap(void)
+{
+	char *p = bad_map();
+	touch(p, 10 * MiB);
+	/* Refused by the kernel: an unaligned start, no length, a range past the end of the address space. */
+	int einval = 0;
+	einval += munmap(p + 1, MiB) < 0 && errno == EINVAL;
+	einval += munmap(p, 0) < 0 && errno == EINVAL;
+	einval += munmap(p, (size_t)-4096) < 0 && errno == EINVAL;
+	printf("einval=%d\n", einval);
+	char *q = bad_more();
+	touch(q, 4 * MiB);
+	munmap(q, 4 * MiB);
+	munmap(p, 10 * MiB);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc < 2) {
-		fprintf(stderr, "usage: mapops partial|mremap|madvise|merge|zeropage|shared|brk\n");
+		fprintf(stderr, "usage: mapops partial|mremap|madvise|merge|zeropage|shared|brk|badunmap\n");
 		return 2;
 	}
 	const char *m = argv[1];
@@ -183,6 +204,7 @@ int main(int argc, char **argv)
 	else if (!strcmp(m, "zeropage")) zeropage();
 	else if (!strcmp(m, "shared")) shared();
 	else if (!strcmp(m, "brk")) heap_brk();
+	else if (!strcmp(m, "badunmap")) bad_unmap();
 	else return 2;
 	printf("%s done\n", m);
 	return 0;

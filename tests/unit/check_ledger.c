@@ -564,6 +564,31 @@ START_TEST(test_overlaps_at_the_edges)
 }
 END_TEST
 
+/* munmap's exit stop is skipped unless the unmap may cut a hole in one mapping (which can fail). */
+START_TEST(test_holes_only_strictly_inside_a_run_of_adjacent_ranges)
+{
+	struct ledger l;
+	ledger_init(&l, fake_measure, &F);
+	ck_assert_int_eq(ledger_holes(&l, A(1), A(2)), 0);
+	add(&l, 4, 8, 1);
+	add(&l, 8, 12, 2);   /* adjacent to the first: maybe one mapping to the kernel */
+	add(&l, 20, 24, 3);
+	ck_assert_int_ne(ledger_holes(&l, A(5), A(6)), 0);
+	ck_assert_int_ne(ledger_holes(&l, A(5), A(10)), 0);   /* across the two adjacent ranges */
+	ck_assert_int_ne(ledger_holes(&l, A(8), A(9)), 0);    /* the second's head, inside the run */
+	ck_assert_int_ne(ledger_holes(&l, A(6), A(8)), 0);    /* the first's tail, the second after it */
+	ck_assert_int_eq(ledger_holes(&l, A(4), A(6)), 0);    /* the run's head */
+	ck_assert_int_eq(ledger_holes(&l, A(10), A(12)), 0);  /* the run's tail */
+	ck_assert_int_eq(ledger_holes(&l, A(4), A(12)), 0);   /* all of it */
+	ck_assert_int_eq(ledger_holes(&l, A(21), A(24)), 0);
+	ck_assert_int_ne(ledger_holes(&l, A(21), A(23)), 0);
+	ck_assert_int_eq(ledger_holes(&l, A(10), A(22)), 0);  /* across a gap */
+	ck_assert_int_eq(ledger_holes(&l, A(13), A(14)), 0);  /* in a gap */
+	ck_assert_int_eq(ledger_holes(&l, A(5), A(5)), 0);
+	ledger_fin(&l);
+}
+END_TEST
+
 START_TEST(test_adjacent_ranges_are_charged_each_by_its_own_pages)
 {
 	struct ledger l;
@@ -987,6 +1012,7 @@ Suite *ledger_suite(void)
 	tcase_add_test(tc, test_refresh_measures_only_overlapping_ranges);
 	tcase_add_test(tc, test_refresh_all_measures_every_range);
 	tcase_add_test(tc, test_overlaps_at_the_edges);
+	tcase_add_test(tc, test_holes_only_strictly_inside_a_run_of_adjacent_ranges);
 	tcase_add_test(tc, test_adjacent_ranges_are_charged_each_by_its_own_pages);
 	tcase_add_test(tc, test_peak_records_first_and_higher_charges_only);
 	tcase_add_test(tc, test_capped_range_never_rises_and_shrinks_with_its_pages);
