@@ -245,7 +245,6 @@ struct sym_vec {
 	size_t n, cap;
 };
 
-/* Appends the functions of one symbol table; -1 only when memory runs out. */
 /* Adds a function symbol to out. Returns 0, or -1 when out of memory. */
 static int add_func(struct sym_vec *out, const GElf_Sym *s, const char *name)
 {
@@ -270,6 +269,7 @@ static int add_func(struct sym_vec *out, const GElf_Sym *s, const char *name)
 	return 0;
 }
 
+/* Appends the functions of one symbol table; -1 only when memory runs out. */
 static int collect(struct sym_vec *out, Elf *e, Elf_Scn *scn)
 {
 	GElf_Shdr sh;

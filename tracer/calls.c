@@ -144,12 +144,12 @@ static void before_free(struct tracer *T, struct proc *p, uint64_t ptr)
  * that its return stops, notes the call, and runs the displaced instruction.
  */
 static void hijack_and_go(struct tracer *T, struct tracee *t, const struct hook_bp *b,
-			  struct user_regs_struct *regs, uint32_t stack, int captured)
+			  struct user_regs_struct *regs, uint32_t stack)
 {
 	struct proc *p = t->p;
 	uint64_t ret;
 	/* The return address is in the stack copy the unwinder took at this stop, if it took one. */
-	int copied = captured && unwind_copied_word(&T->unw, t->tid, regs->rsp, &ret) == 0;
+	int copied = stack != STACKS_FAILED && unwind_copied_word(&T->unw, t->tid, regs->rsp, &ret) == 0;
 	if (!p->hooks.trampoline_armed || (!copied && mem_read(&t->tid, regs->rsp, &ret, 8))) {
 		/* No way to see the return: the call goes uncounted, the program unharmed. */
 		emulate_and_go(t, b, regs, NULL);
@@ -206,7 +206,7 @@ static void on_entry(struct tracer *T, struct tracee *t, const struct hook_bp *b
 	 */
 	struct user_regs_struct at_entry = *regs;
 	capture_begin(T, t, &at_entry);
-	hijack_and_go(T, t, b, regs, STACKS_ROOT, 1);
+	hijack_and_go(T, t, b, regs, STACKS_ROOT); /* copied; its stack follows */
 	if (t->in_alloc)
 		t->call.stack = capture_finish(T, t);
 }
@@ -256,7 +256,7 @@ static void on_wrapper(struct tracer *T, struct tracee *t, const struct hook_bp 
 	uint32_t stack = STACKS_FAILED;
 	if ((b->fn == HOOK_MMAP && (a[3] & MAP_ANONYMOUS)) || b->fn == HOOK_MREMAP || b->fn == HOOK_BRK)
 		stack = t->sc_stack = capture_stack(T, t, regs);
-	hijack_and_go(T, t, b, regs, stack, stack != STACKS_FAILED);
+	hijack_and_go(T, t, b, regs, stack);
 }
 
 static void record(struct tracer *T, struct proc *p, struct tracee *t, uint64_t result)
