@@ -30,6 +30,7 @@
 #include "tracer/refuse.h"
 #include "tracer/tracee.h"
 
+#define ATTACH_TIMEOUT_S 10.0 /* for every thread to stop at the attach */
 #define ATTACH_OPTIONS (PTRACE_O_TRACESYSGOOD | PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK | \
 			PTRACE_O_TRACEVFORK | PTRACE_O_TRACEEXEC | PTRACE_O_TRACEEXIT)
 
@@ -146,6 +147,15 @@ int procs_exec(struct tracer *T, struct tracee *t)
 
 /* ---- the tracer process ---------------------------------------------------- */
 
+/* True when process pid has a live thread besides its main one. */
+static int other_threads(pid_t pid)
+{
+	static const char *const name[] = { "Threads" };
+	unsigned long long n = 0;
+	resid_status(pid, name, &n, 1, 10);
+	return n > 1;
+}
+
 /* The threads of pid now, from /proc/PID/task; each new one is seized and interrupted. Returns how many were new, or -1. */
 static int seize_new_threads(struct tracer *T, pid_t pid, int *status)
 {
@@ -165,6 +175,13 @@ static int seize_new_threads(struct tracer *T, pid_t pid, int *status)
 		if (ptrace(PTRACE_SEIZE, tid, 0, (void *)(long)ATTACH_OPTIONS)) {
 			if (tid != pid && errno == ESRCH)
 				continue; /* a thread that ended meanwhile */
+			/*
+			 * A main thread that called pthread_exit is a zombie that ptrace
+			 * refuses, while the process runs on in its other threads: those
+			 * are traced, and they are all that can still run.
+			 */
+			if (tid == pid && errno == EPERM && proc_thread_state(tid, NULL) == 'Z' && other_threads(pid))
+				continue;
 			int e = errno;
 			closedir(d);
 			*status = refuse_explain(pid, e);
@@ -181,31 +198,6 @@ static int seize_new_threads(struct tracer *T, pid_t pid, int *status)
 	}
 	closedir(d);
 	return added;
-}
-
-static int all_parked(struct tracer *T)
-{
-	for (size_t h = 0; h < TRACER_HASH; h++)
-		for (struct tracee *t = T->threads[h]; t; t = t->hnext)
-			if (!t->parked)
-				return 0;
-	return 1;
-}
-
-/* Waits until every traced thread is parked (stopped, held). Returns 0, or -1 when waitpid failed. */
-int tracer_park_all(struct tracer *T)
-{
-	while (T->n_threads && !all_parked(T)) {
-		int status;
-		pid_t tid = waitpid(-1, &status, __WALL);
-		if (tid < 0) {
-			if (errno == EINTR)
-				continue;
-			return error_errno("waitpid");
-		}
-		loop_park(T, tid, status);
-	}
-	return 0;
 }
 
 /* Restarts every parked thread as its stop requires. */
@@ -237,6 +229,16 @@ static void read_comm(pid_t pid, char *buf, size_t n)
 	fclose(f);
 }
 
+/* A parked thread of p that can still run (not exiting), or NULL. */
+static struct tracee *live_thread(struct tracer *T, struct proc *p)
+{
+	for (size_t h = 0; h < TRACER_HASH; h++)
+		for (struct tracee *t = T->threads[h]; t; t = t->hnext)
+			if (t->p == p && t->parked && !t->exiting)
+				return t;
+	return NULL;
+}
+
 static int trace(struct tracer *T, pid_t pid)
 {
 	double t_start = tracer_now(T);
@@ -246,25 +248,21 @@ static int trace(struct tracer *T, pid_t pid)
 		;
 	if (n < 0) {
 		/* Whatever was seized goes back as it was. */
-		tracer_park_all(T);
 		tracer_leave(T);
 		return status;
 	}
-	if (tracer_park_all(T)) {
+	if (loop_park_all(T, ATTACH_TIMEOUT_S)) {
 		tracer_leave(T);
+		error("cannot stop process %d to attach; detached", (int)pid);
 		return 1;
 	}
 	struct proc *p = tracer_proc(T, pid);
-	if (!p || !p->nthreads) {
+	if (!p || !p->nthreads || !live_thread(T, p)) {
 		error("process %d exited while ptfil attached", (int)pid);
 		return REFUSE_GONE;
 	}
 	p->wrappers = 1;
-	struct tracee *any = NULL;
-	for (size_t h = 0; h < TRACER_HASH && !any; h++)
-		for (struct tracee *t = T->threads[h]; t && !any; t = t->hnext)
-			if (t->p == p)
-				any = t;
+	struct tracee *any = live_thread(T, p);
 	if (proc_follow(T, p, any->tid, "[before attach]", 1)) {
 		tracer_leave(T);
 		error("cannot read the memory of process %d; detached", (int)pid);
@@ -284,7 +282,8 @@ static int trace(struct tracer *T, pid_t pid)
 		T->deadline = tracer_now(T) + T->opts.duration;
 	loop_run(T);
 	int target_ended = T->main_status >= 0;
-	if (!target_ended)
+	/* Followed children may outlive the main process: they are left as it would be. */
+	if (T->n_threads)
 		tracer_leave(T);
 	struct proc *mp = tracer_proc(T, pid);
 	char *path = mp ? run_snapshot_path(T, mp, 0) : NULL;

@@ -167,12 +167,29 @@ static void hijack_and_go(struct tracer *T, struct tracee *t, const struct hook_
 	emulate_and_go(t, b, regs, &h);
 }
 
+/*
+ * A hooked call entered while the thread's outer hooked call is in flight:
+ * is the outer one's frame gone (left by longjmp or siglongjmp)? Its return
+ * slot still holds the trampoline while it can return through it; any call
+ * made since from that depth or above has overwritten the slot. The stack
+ * pointer alone cannot say: a signal handler on an alternate stack mapped
+ * above the thread's stack runs at a higher address while the outer call
+ * waits to return.
+ */
+static int outer_call_gone(struct tracee *t)
+{
+	uint64_t slot;
+	if (mem_read(&t->tid, t->call.rsp, &slot, 8))
+		return 1; /* unmapped: nothing can return through it */
+	return slot != t->p->hooks.trampoline;
+}
+
 static void on_wrapper(struct tracer *T, struct tracee *t, const struct hook_bp *b, struct user_regs_struct *regs);
 
 static void on_entry(struct tracer *T, struct tracee *t, const struct hook_bp *b, struct user_regs_struct *regs)
 {
 	struct proc *p = t->p;
-	if (t->in_alloc && regs->rsp > t->call.rsp) {
+	if (t->in_alloc && outer_call_gone(t)) {
 		/* The outer call's frame is gone (a longjmp out of it): it will never return through us. */
 		t->in_alloc = 0;
 	}
@@ -330,9 +347,11 @@ static void on_return(struct tracer *T, struct tracee *t, struct user_regs_struc
 		error_errno("cannot restart thread %d", (int)t->tid);
 }
 
-static void on_load(struct tracer *T, struct tracee *t, const struct hook_bp *b, struct user_regs_struct *regs)
+static void on_load(struct tracer *T, struct tracee *t, const struct hook_bp *bp, struct user_regs_struct *regs)
 {
 	struct proc *p = t->p;
+	/* hooks_scan may grow (move) the table bp points into. */
+	const struct hook_bp copy = *bp, *b = &copy;
 	if (p->profiled && p->ready) {
 		if (modmap_load(&p->mm, &T->reg, p->pid) == 0) {
 			p->maps_loaded_at = tracer_now(T);
@@ -345,47 +364,42 @@ static void on_load(struct tracer *T, struct tracee *t, const struct hook_bp *b,
 	emulate_and_go(t, b, regs, NULL);
 }
 
-int calls_trap(struct tracer *T, struct tracee *t)
+int calls_owns(const struct tracee *t, const struct user_regs_struct *regs)
 {
-	struct user_regs_struct regs;
-	if (ptrace(PTRACE_GETREGS, t->tid, 0, &regs))
-		return 0;
-	uint64_t at = regs.rip - 1;
-	struct hooks *h = &t->p->hooks;
-	if (h->trampoline_armed && at == h->trampoline && t->in_alloc) {
-		T->stops[STOP_BP_RETURN]++;
-		on_return(T, t, &regs);
-		return 1;
-	}
-	const struct hook_bp *b = hooks_find(h, at);
-	if (!b)
-		return 0;
-	if (b->fn == HOOK_DL_DEBUG) {
-		T->stops[STOP_DL_DEBUG]++;
-		on_load(T, t, b, &regs);
-	} else {
-		T->stops[STOP_BP_ENTRY]++;
-		on_entry(T, t, b, &regs);
-	}
-	return 1;
+	uint64_t at = regs->rip - 1;
+	const struct hooks *h = &t->p->hooks;
+	if (h->trampoline_armed && at == h->trampoline)
+		return t->in_alloc;
+	return hooks_find(h, at) != NULL;
 }
 
-int calls_park_trap(struct tracer *T, struct tracee *t)
+void calls_trap(struct tracer *T, struct tracee *t, struct user_regs_struct *regs)
 {
-	struct user_regs_struct regs;
-	if (ptrace(PTRACE_GETREGS, t->tid, 0, &regs))
-		return 0;
-	uint64_t at = regs.rip - 1;
+	uint64_t at = regs->rip - 1;
 	struct hooks *h = &t->p->hooks;
-	if (h->trampoline_armed && at == h->trampoline && t->in_alloc) {
-		finish_call(T, t, &regs);
-	} else if (hooks_find(h, at)) {
-		/* The original instruction goes back in: the thread runs it as if never stopped. */
-		regs.rip = at;
-	} else {
-		return 0;
+	if (h->trampoline_armed && at == h->trampoline) {
+		T->stops[STOP_BP_RETURN]++;
+		on_return(T, t, regs);
+		return;
 	}
-	if (ptrace(PTRACE_SETREGS, t->tid, 0, &regs) && errno != ESRCH)
+	const struct hook_bp *b = hooks_find(h, at);
+	if (b->fn == HOOK_DL_DEBUG) {
+		T->stops[STOP_DL_DEBUG]++;
+		on_load(T, t, b, regs);
+	} else {
+		T->stops[STOP_BP_ENTRY]++;
+		on_entry(T, t, b, regs);
+	}
+}
+
+void calls_park_trap(struct tracer *T, struct tracee *t, struct user_regs_struct *regs)
+{
+	uint64_t at = regs->rip - 1;
+	struct hooks *h = &t->p->hooks;
+	if (h->trampoline_armed && at == h->trampoline)
+		finish_call(T, t, regs);
+	else
+		regs->rip = at; /* the original instruction goes back in: the thread runs it as if never stopped */
+	if (ptrace(PTRACE_SETREGS, t->tid, 0, regs) && errno != ESRCH)
 		error_errno("cannot set the registers of thread %d", (int)t->tid);
-	return 1;
 }

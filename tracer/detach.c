@@ -11,7 +11,12 @@
 #include <sys/uio.h>
 
 #include "common/error.h"
+#include "tracer/loop.h"
 #include "tracer/tracee.h"
+
+#define LEAVE_ROUNDS 4
+#define LEAVE_TIMEOUT_S 5.0     /* for every thread to stop */
+#define LEAVE_STRAGGLERS_S 0.03 /* for a late first stop after the rest was let go */
 
 /* A hooked call still in progress returns where it would have without ptfil. */
 static void restore_return(struct tracee *t)
@@ -29,14 +34,9 @@ static void restore_return(struct tracee *t)
 		error_errno("thread %d: cannot restore a return address", (int)t->tid);
 }
 
-void tracer_leave(struct tracer *T)
+/* Every parked thread's state undone and its process's breakpoints out; then each parked thread let go. */
+static void undo_and_detach(struct tracer *T)
 {
-	for (size_t h = 0; h < TRACER_HASH; h++)
-		for (struct tracee *t = T->threads[h]; t; t = t->hnext)
-			if (!t->parked && ptrace(PTRACE_INTERRUPT, t->tid, 0, 0) && errno != ESRCH)
-				error_errno("cannot stop thread %d", (int)t->tid);
-	tracer_park_all(T);
-
 	for (struct proc *p = T->procs; p; p = p->next) {
 		if (!p->nthreads)
 			continue;
@@ -44,7 +44,8 @@ void tracer_leave(struct tracer *T)
 		for (size_t h = 0; h < TRACER_HASH; h++)
 			for (struct tracee *t = T->threads[h]; t; t = t->hnext)
 				if (t->p == p && t->parked) {
-					tid = t->tid;
+					if (!t->exiting)
+						tid = t->tid;
 					restore_return(t);
 				}
 		if (!tid)
@@ -74,5 +75,19 @@ void tracer_leave(struct tracer *T)
 			}
 			t = next;
 		}
+	}
+}
+
+void tracer_leave(struct tracer *T)
+{
+	/*
+	 * A few rounds at most: a thread or child created while ptfil parked may
+	 * report its first stop only after the others were let go.
+	 */
+	for (int round = 0; round < LEAVE_ROUNDS && T->n_threads; round++) {
+		loop_park_all(T, LEAVE_TIMEOUT_S);
+		undo_and_detach(T);
+		if (!loop_stragglers(T, LEAVE_STRAGGLERS_S))
+			break;
 	}
 }

@@ -1,17 +1,27 @@
 /*
- * The event loop: one waitpid stop at a time, dispatched by what the kernel
- * says it is. Each case says how the thread is restarted.
+ * The event loop. Every waitpid result is classified once, by next_event,
+ * into one value of enum event (tracer/event.h); two tables over it say what
+ * to do: run_event while tracing (it restarts the thread as the event's rule
+ * says) and park_event while ptfil holds every thread still, to arm its
+ * breakpoints (attach) or take them out and detach (leaving). Every wait is
+ * bounded: the running loop's by ptfil's interval timer, the parking loop's
+ * by a deadline, and a thread that has exited, become a zombie or been let go
+ * is never waited for again.
  */
 #include <errno.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ptrace.h>
+#include <sys/user.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/error.h"
+#include "tracer/event.h"
 #include "tracer/loop.h"
 #include "tracer/tracee.h"
 
@@ -28,6 +38,16 @@ static struct {
 	double time;
 } delivered[65];
 
+/* One stop, classified: the thread, what it is, and its registers when the classifier read them. */
+struct stop {
+	pid_t tid;
+	int status;
+	enum event ev;
+	struct tracee *t;      /* NULL only for EVENT_GONE of a thread ptfil did not know */
+	int have_regs;
+	struct user_regs_struct regs;
+};
+
 static void restart(struct tracee *t, int request, int sig)
 {
 	if (request == PTRACE_SYSCALL)
@@ -35,6 +55,80 @@ static void restart(struct tracee *t, int request, int sig)
 	/* ESRCH: the thread died meanwhile (SIGKILL); its exit is reported next. */
 	if (ptrace(request, t->tid, 0, (void *)(long)sig) < 0 && errno != ESRCH)
 		error_errno("cannot restart thread %d", (int)t->tid);
+}
+
+/* Holds t stopped until unparked or detached, with the signal it is to get then. */
+static void park(struct tracee *t, int sig, int group_stop)
+{
+	t->parked = 1;
+	t->park_sig = sig;
+	t->group_stop = group_stop;
+}
+
+/* True when thread tid has signal sig queued for it alone (as a fault's or an int3's SIGTRAP is). */
+static int thread_pending(pid_t tid, int sig)
+{
+	static const char *const name[] = { "SigPnd" };
+	unsigned long long mask = 0;
+	if (resid_status(tid, name, &mask, 1, 16))
+		return 0;
+	return (mask >> (sig - 1)) & 1;
+}
+
+/*
+ * Where the kernel's word is not enough: a SIGTRAP is ptfil's (EVENT_TRAP)
+ * when the thread is just past one of its int3s and the kernel raised it for
+ * an int3 (SI_KERNEL, not a kill); an interrupt or group stop just past one,
+ * with a SIGTRAP queued, is EVENT_PAST_TRAP wherever it is seen: let go now,
+ * the thread would die of that SIGTRAP.
+ */
+static void classify(struct stop *s)
+{
+	struct tracee *t = s->t;
+	s->ev = event_decode(s->status);
+	s->have_regs = 0;
+	if (s->ev == EVENT_SIGNAL && WSTOPSIG(s->status) != SIGTRAP)
+		return;
+	if (s->ev != EVENT_SIGNAL && s->ev != EVENT_INTERRUPT && s->ev != EVENT_GROUP_STOP)
+		return;
+	if (ptrace(PTRACE_GETREGS, t->tid, 0, &s->regs))
+		return;
+	s->have_regs = 1;
+	if (!calls_owns(t, &s->regs))
+		return;
+	if (s->ev == EVENT_SIGNAL) {
+		siginfo_t si;
+		if (ptrace(PTRACE_GETSIGINFO, t->tid, 0, &si) == 0 && si.si_code == SI_KERNEL)
+			s->ev = EVENT_TRAP;
+	} else if (thread_pending(t->tid, SIGTRAP)) {
+		s->ev = EVENT_PAST_TRAP;
+	}
+}
+
+/*
+ * The next stop, classified. options: 0 to block, WNOHANG to poll. Returns 1
+ * with *s filled, 0 when none is ready (WNOHANG), -1 with errno (EINTR,
+ * ECHILD: nothing is traced any more).
+ */
+static int next_event(struct tracer *T, struct stop *s, int options)
+{
+	pid_t tid = waitpid(-1, &s->status, __WALL | options);
+	if (tid <= 0)
+		return tid;
+	s->tid = tid;
+	s->t = tracer_find(T, tid);
+	s->ev = event_decode(s->status);
+	if (!s->t && s->ev != EVENT_GONE) {
+		/* A new thread or child can report before its creator's event. */
+		if (!(s->t = tracer_add_thread(T, tid))) {
+			/* Cannot keep track of it: let it run, as it would untraced. */
+			ptrace(PTRACE_CONT, tid, 0, (void *)(long)event_pending_signal(s->ev, s->status));
+			return 0;
+		}
+	}
+	if (s->t && s->ev != EVENT_GONE)
+		classify(s);
+	return 1;
 }
 
 static void on_exit_status(struct tracer *T, struct tracee *t, int status)
@@ -83,6 +177,7 @@ static void new_image(struct tracer *T, struct tracee *t)
 	}
 	struct proc *p = t->p;
 	t->in_alloc = 0;
+	t->exiting = 0;
 	int wrappers = p->hooks.wrappers, no_heap = p->hooks.no_heap;
 	hooks_fin(&p->hooks);
 	hooks_init(&p->hooks);
@@ -102,101 +197,97 @@ static int on_exec(struct tracer *T, struct tracee *t)
 	return 0;
 }
 
-static int is_stop_signal(int sig)
+/*
+ * A clone, fork or vfork event: the child is traced already (the kernel
+ * attached it); learn of it now, so that its first stop is expected, unless
+ * it has come and gone already. Returns the child's record, or NULL.
+ */
+static struct tracee *learn_child(struct tracer *T, struct tracee *t)
 {
-	return sig == SIGSTOP || sig == SIGTSTP || sig == SIGTTIN || sig == SIGTTOU;
+	unsigned long child = 0;
+	if (ptrace(PTRACE_GETEVENTMSG, t->tid, 0, &child) || !child)
+		return NULL;
+	struct tracee *c = tracer_find(T, (pid_t)child);
+	if (!c && !tracer_retired(T, (pid_t)child))
+		c = tracer_add_thread(T, (pid_t)child);
+	return c;
 }
 
-/* The thread a waitpid result is about, when it is a stop; an exit is dealt with here. */
-static struct tracee *stopped_thread(struct tracer *T, pid_t tid, int status)
-{
-	struct tracee *t = tracer_find(T, tid);
-	/* A new thread or child can report before its creator's event. */
-	if (!t && !(t = tracer_add_thread(T, tid)))
-		return NULL;
-	if (WIFEXITED(status) || WIFSIGNALED(status)) {
-		on_exit_status(T, t, status);
-		return NULL;
-	}
-	return WIFSTOPPED(status) ? t : NULL;
-}
-
-void loop_dispatch(struct tracer *T, pid_t tid, int status)
+/* The running table: each event handled and its thread restarted as event.h says. */
+static void run_event(struct tracer *T, struct stop *s)
 {
 	T->spin_next = 0;
-	struct tracee *t = stopped_thread(T, tid, status);
-	if (!t)
+	struct tracee *t = s->t;
+	if (s->ev == EVENT_GONE) {
+		if (t)
+			on_exit_status(T, t, s->status);
 		return;
-	int sig = WSTOPSIG(status);
-	int event = status >> 16;
+	}
 	/* A new child's first stop: followed, or cleaned (and in attach mode let go). */
-	if (t->p->fresh && procs_first_stop(T, t, event == 0 && sig != SIGTRAP ? sig : 0))
+	if (t->p->fresh && procs_first_stop(T, t, event_pending_signal(s->ev, s->status)))
 		return;
-
-	if (sig == (SIGTRAP | 0x80)) {
+	switch (s->ev) {
+	case EVENT_SYSCALL_EXIT:
 		/* The exit of a mapping syscall we asked to see: record its result, run on. */
 		T->stops[STOP_SYSCALL_EXIT]++;
 		t->in_syscall = 0;
 		sysc_exit(T, t);
 		restart(t, PTRACE_CONT, 0);
 		return;
-	}
-	switch (event) {
-	case PTRACE_EVENT_SECCOMP:
+	case EVENT_SECCOMP:
 		/* A mapping syscall's entry: measure before a release; see its exit only if needed. */
 		T->stops[STOP_SECCOMP]++;
 		restart(t, sysc_entry(T, t), 0);
 		return;
-	case PTRACE_EVENT_CLONE:
-	case PTRACE_EVENT_FORK:
-	case PTRACE_EVENT_VFORK: {
-		/* The child is traced already (auto-attach); learn of it now so its first stop is known. */
+	case EVENT_CLONE:
+	case EVENT_FORK:
+	case EVENT_VFORK: {
 		T->stops[STOP_CLONE]++;
-		unsigned long child = 0;
-		if (ptrace(PTRACE_GETEVENTMSG, t->tid, 0, &child) == 0) {
-			struct tracee *c = tracer_find(T, (pid_t)child);
-			if (!c)
-				c = tracer_add_thread(T, (pid_t)child);
-			/* A thread's stacks read on into the call that started it. */
-			if (c && event == PTRACE_EVENT_CLONE)
-				sysc_thread_origin(T, t, c);
-		}
+		struct tracee *c = learn_child(T, t);
+		/* A thread's stacks read on into the call that started it. */
+		if (c && s->ev == EVENT_CLONE)
+			sysc_thread_origin(T, t, c);
 		restart(t, PTRACE_CONT, 0);
 		return;
 	}
-	case PTRACE_EVENT_VFORK_DONE:
+	case EVENT_VFORK_DONE:
 		T->stops[STOP_OTHER]++;
 		restart(t, PTRACE_CONT, 0);
 		return;
-	case PTRACE_EVENT_EXEC:
+	case EVENT_EXEC:
 		T->stops[STOP_EXEC]++;
 		if (!on_exec(T, t))
 			restart(t, PTRACE_CONT, 0);
 		return;
-	case PTRACE_EVENT_EXIT:
+	case EVENT_EXIT:
 		T->stops[STOP_EXIT]++;
+		t->exiting = 1;
 		on_exit_event(T, t);
 		restart(t, PTRACE_CONT, 0);
 		return;
-	case PTRACE_EVENT_STOP:
-		if (is_stop_signal(sig)) {
-			/* Group-stop: stay stopped, as without ptfil, until SIGCONT. */
-			T->stops[STOP_GROUP]++;
-			restart(t, PTRACE_LISTEN, 0);
-		} else {
-			/* A new task's first stop, or the end of a listen. */
-			T->stops[STOP_NEW_TASK]++;
-			restart(t, PTRACE_CONT, 0);
-		}
+	case EVENT_GROUP_STOP:
+		/* Stay stopped, as without ptfil, until SIGCONT. */
+		T->stops[STOP_GROUP]++;
+		restart(t, PTRACE_LISTEN, 0);
 		return;
-	case 0: {
+	case EVENT_INTERRUPT:
+		T->stops[STOP_NEW_TASK]++;
+		restart(t, PTRACE_CONT, 0);
+		return;
+	case EVENT_PAST_TRAP:
+		/* Its int3's SIGTRAP is reported next, as EVENT_TRAP. */
+		T->stops[STOP_OTHER]++;
+		restart(t, PTRACE_CONT, 0);
+		return;
+	case EVENT_TRAP:
 		/* An int3 of ours: a hooked call, its return, or a library load. */
-		if (sig == SIGTRAP && calls_trap(T, t)) {
-			T->spin_next = 1;
-			return;
-		}
+		calls_trap(T, t, &s->regs);
+		T->spin_next = 1;
+		return;
+	case EVENT_SIGNAL: {
 		/* Signal-delivery-stop: deliver the signal exactly as it came. */
 		T->stops[STOP_SIGNAL]++;
+		int sig = WSTOPSIG(s->status);
 		siginfo_t si;
 		if (t->p->pid == T->main_pid && (sig == SIGINT || sig == SIGQUIT || sig == SIGTERM || sig == SIGHUP) &&
 		    ptrace(PTRACE_GETSIGINFO, t->tid, 0, &si) == 0 && si.si_code <= 0) {
@@ -206,10 +297,84 @@ void loop_dispatch(struct tracer *T, pid_t tid, int status)
 		restart(t, PTRACE_CONT, sig);
 		return;
 	}
-	default:
-		T->stops[STOP_OTHER]++;
+	case EVENT_GONE:
+	case EVENT__COUNT:
+		break;
+	}
+}
+
+/*
+ * The leaving table: the thread stays stopped (parked) with the signal it is
+ * to get when let go, and whatever ptfil's int3 did to it is undone.
+ */
+static void park_event(struct tracer *T, struct stop *s)
+{
+	struct tracee *t = s->t;
+	if (s->ev == EVENT_GONE) {
+		if (t)
+			on_exit_status(T, t, s->status);
+		return;
+	}
+	struct proc *p = t->p;
+	if (p->fresh && proc_shares_vm(p)) {
+		p->fresh = 0;
+		p->shares_vm = 1;
+	}
+	if (p->shares_vm && s->ev != EVENT_EXEC && s->ev != EVENT_EXIT) {
+		/*
+		 * A vfork child runs on until it execs or exits: its parent cannot stop
+		 * before that. Its breakpoints are its parent's, handled as usual.
+		 */
+		if (s->ev == EVENT_TRAP)
+			calls_trap(T, t, &s->regs);
+		else
+			restart(t, PTRACE_CONT, event_pending_signal(s->ev, s->status));
+		return;
+	}
+	switch (s->ev) {
+	case EVENT_PAST_TRAP:
+		/* Not yet: its SIGTRAP comes next, and is undone as EVENT_TRAP. */
 		restart(t, PTRACE_CONT, 0);
 		return;
+	case EVENT_TRAP:
+		calls_park_trap(T, t, &s->regs);
+		park(t, 0, 0);
+		return;
+	case EVENT_SYSCALL_EXIT:
+		t->in_syscall = 0;
+		sysc_exit(T, t);
+		park(t, 0, 0);
+		return;
+	case EVENT_CLONE:
+	case EVENT_FORK:
+	case EVENT_VFORK:
+		learn_child(T, t);
+		park(t, 0, 0);
+		return;
+	case EVENT_EXEC:
+		new_image(T, t);
+		p->shares_vm = 0;
+		park(t, 0, 0);
+		return;
+	case EVENT_EXIT:
+		t->exiting = 1;
+		park(t, 0, 0);
+		return;
+	case EVENT_GROUP_STOP:
+		park(t, 0, 1);
+		return;
+	case EVENT_SIGNAL:
+		/* A signal on its way: it is delivered when the thread is let go. */
+		park(t, WSTOPSIG(s->status), 0);
+		return;
+	case EVENT_SECCOMP:
+	case EVENT_VFORK_DONE:
+	case EVENT_INTERRUPT:
+		park(t, 0, 0);
+		return;
+	case EVENT_GONE:
+	case EVENT__COUNT:
+		break;
 	}
 }
 
@@ -241,10 +406,9 @@ static void forward_signals(struct tracer *T)
 		 */
 		int reached = 0;
 		for (int tries = 0; tries < 10 && !reached; tries++) {
-			int status;
-			pid_t tid;
-			while ((tid = waitpid(-1, &status, __WALL | WNOHANG)) > 0)
-				loop_dispatch(T, tid, status);
+			struct stop s;
+			while (next_event(T, &s, WNOHANG) > 0)
+				run_event(T, &s);
 			if (T->main_status >= 0)
 				reached = 1;
 			else if (delivered[sig].from == from && tracer_now(T) - delivered[sig].time < 0.5)
@@ -286,19 +450,20 @@ static void tick(struct tracer *T)
  * polling without yielding). After a mapping syscall's stop the program is
  * in the kernel for longer, and polling there measured slower.
  */
-static pid_t loop_wait(struct tracer *T, int *status)
+static int loop_wait(struct tracer *T, struct stop *s)
 {
 	if (T->spin_next && T->spin > 0) {
 		double until = tracer_now(T) + T->spin;
 		do {
-			pid_t tid = waitpid(-1, status, __WALL | WNOHANG);
-			if (tid != 0)
-				return tid;
+			int r = next_event(T, s, WNOHANG);
+			if (r != 0)
+				return r;
 			/* On a CPU it shares with ptfil, the program runs now instead. */
 			sched_yield();
 		} while (!loop_tick && !loop_forward_any && !loop_leave && !loop_dump && tracer_now(T) < until);
 	}
-	return waitpid(-1, status, __WALL);
+	/* Blocking, but never for long: ptfil's interval timer (SIGALRM, no SA_RESTART) ends the wait. */
+	return next_event(T, s, 0);
 }
 
 void loop_run(struct tracer *T)
@@ -318,67 +483,112 @@ void loop_run(struct tracer *T)
 		}
 		if (loop_leave && T->attach)
 			return;
-		int status;
-		pid_t tid = loop_wait(T, &status);
-		if (tid < 0) {
+		struct stop s;
+		if (loop_wait(T, &s) < 0) {
 			if (errno == EINTR)
 				continue;
 			if (errno != ECHILD)
 				error_errno("waitpid");
 			break;
 		}
-		loop_dispatch(T, tid, status);
+		run_event(T, &s);
 	}
 }
 
-void loop_park(struct tracer *T, pid_t tid, int status)
+
+/* A thread the parking loop still waits for: traced, not held yet, and able to stop. */
+static int awaited(const struct tracee *t)
 {
-	struct tracee *t = stopped_thread(T, tid, status);
-	if (!t)
-		return;
-	int sig = WSTOPSIG(status);
-	int event = status >> 16;
-	struct proc *p = t->p;
-	if (p->fresh && proc_shares_vm(p)) {
-		p->fresh = 0;
-		p->shares_vm = 1;
+	return !t->parked && !t->exiting;
+}
+
+static size_t count_awaited(struct tracer *T)
+{
+	size_t n = 0;
+	for (size_t h = 0; h < TRACER_HASH; h++)
+		for (struct tracee *t = T->threads[h]; t; t = t->hnext)
+			n += awaited(t);
+	return n;
+}
+
+/*
+ * Threads the kernel will never report a stop for, found by looking: gone
+ * without an exit report (let go, or never ours), zombies (a main thread that
+ * called pthread_exit), traced by someone else. Each is asked again to stop.
+ */
+static void sweep(struct tracer *T)
+{
+	pid_t self = getpid();
+	for (size_t h = 0; h < TRACER_HASH; h++) {
+		struct tracee *t = T->threads[h];
+		while (t) {
+			struct tracee *next = t->hnext;
+			if (awaited(t)) {
+				pid_t tracer = 0;
+				char st = proc_thread_state(t->tid, &tracer);
+				if (!st || tracer != self)
+					tracer_remove_thread(T, t);
+				else if (st == 'Z' || st == 'X')
+					t->exiting = 1;
+				else if (ptrace(PTRACE_INTERRUPT, t->tid, 0, 0) && errno == ESRCH)
+					t->exiting = 1;
+			}
+			t = next;
+		}
 	}
-	if (p->shares_vm && event != PTRACE_EVENT_EXEC && event != PTRACE_EVENT_EXIT) {
-		/*
-		 * A vfork child runs on until it execs or exits: its parent cannot stop
-		 * before that. Its breakpoints are its parent's, handled as usual.
-		 */
-		if (event == 0 && sig == SIGTRAP && calls_trap(T, t))
-			return;
-		restart(t, PTRACE_CONT, event == 0 ? sig : 0);
-		return;
+}
+
+int loop_park_all(struct tracer *T, double timeout)
+{
+	for (size_t h = 0; h < TRACER_HASH; h++)
+		for (struct tracee *t = T->threads[h]; t; t = t->hnext)
+			if (awaited(t) && ptrace(PTRACE_INTERRUPT, t->tid, 0, 0) && errno == ESRCH)
+				t->exiting = 1; /* a zombie, or already reaped: its exit report, if any, comes by itself */
+	double start = tracer_now(T), swept = start;
+	while (count_awaited(T)) {
+		struct stop s;
+		int r = next_event(T, &s, WNOHANG);
+		if (r > 0) {
+			park_event(T, &s);
+			continue;
+		}
+		if (r < 0 && errno == ECHILD) {
+			/* Nothing is traced any more: every record left is of a thread that is not ours. */
+			sweep(T);
+			break;
+		}
+		double now = tracer_now(T);
+		if (now - swept >= 0.05) {
+			sweep(T);
+			swept = now;
+		}
+		if (now - start >= timeout) {
+			error("%zu thread%s did not stop within %.0f s; going on without them", count_awaited(T),
+			      count_awaited(T) == 1 ? "" : "s", timeout);
+			return -1;
+		}
+		struct timespec ts = { 0, 200000 };
+		nanosleep(&ts, NULL);
 	}
-	t->parked = 1;
-	t->park_sig = 0;
-	t->group_stop = 0;
-	switch (event) {
-	case PTRACE_EVENT_STOP:
-		t->group_stop = is_stop_signal(sig);
-		return;
-	case PTRACE_EVENT_CLONE:
-	case PTRACE_EVENT_FORK:
-	case PTRACE_EVENT_VFORK: {
-		unsigned long child = 0;
-		if (ptrace(PTRACE_GETEVENTMSG, t->tid, 0, &child) == 0 && !tracer_find(T, (pid_t)child))
-			tracer_add_thread(T, (pid_t)child);
-		return;
+	return 0;
+}
+
+int loop_stragglers(struct tracer *T, double seconds)
+{
+	double until = tracer_now(T) + seconds;
+	int any = 0;
+	while (tracer_now(T) < until) {
+		struct stop s;
+		int r = next_event(T, &s, WNOHANG);
+		if (r < 0 && errno == ECHILD)
+			break;
+		if (r > 0) {
+			park_event(T, &s);
+			any |= s.ev != EVENT_GONE;
+			continue;
+		}
+		struct timespec ts = { 0, 500000 };
+		nanosleep(&ts, NULL);
 	}
-	case PTRACE_EVENT_EXEC:
-		new_image(T, t);
-		p->shares_vm = 0;
-		return;
-	case 0:
-		if (sig == SIGTRAP && calls_park_trap(T, t))
-			return;
-		/* A signal on its way: it is delivered when the thread is let go. */
-		t->park_sig = sig == (SIGTRAP | 0x80) ? 0 : sig;
-		return;
-	default:
-		return;
-	}
+	return any;
 }

@@ -24,15 +24,23 @@ extern volatile sig_atomic_t loop_leave;
 /* Set by SIGUSR1: write what is live now. */
 extern volatile sig_atomic_t loop_dump;
 
-/* Handles one waitpid result and restarts the thread as the stop requires. */
-void loop_dispatch(struct tracer *T, pid_t tid, int status);
 /* Runs until no traced thread is left, or, in attach mode, until loop_leave. */
 void loop_run(struct tracer *T);
+
 /*
- * Handles one waitpid result while ptfil stops everything (to attach or to
- * leave): the thread stays stopped, marked parked, with the signal it was
- * about to receive; ptfil's own breakpoint stops are undone (calls_park_trap).
+ * Stops every traced thread and holds it (parked), with the signal it was
+ * about to receive; ptfil's own int3 stops are undone (calls_park_trap).
+ * Threads that exit, turn zombie or are found not to be ours meanwhile are
+ * dropped. Returns 0, or -1 after error() when some were still running after
+ * timeout seconds.
  */
-void loop_park(struct tracer *T, pid_t tid, int status);
+int loop_park_all(struct tracer *T, double timeout);
+
+/*
+ * For up to seconds: stops that still come in after everything was let go
+ * (a child whose first stop was on its way) are parked. Returns 1 when any
+ * came, so there is more to let go.
+ */
+int loop_stragglers(struct tracer *T, double seconds);
 
 #endif

@@ -72,6 +72,10 @@ static pid_t tgid_of(pid_t tid, pid_t *ppid)
 
 struct tracee *tracer_add_thread(struct tracer *T, pid_t tid)
 {
+	/* A tid seen again is a new thread: no longer retired. */
+	for (size_t i = 0; i < TRACER_RETIRED; i++)
+		if (T->retired[i] == tid)
+			T->retired[i] = 0;
 	struct tracee *t = calloc(1, sizeof(*t));
 	if (!t) {
 		error("out of memory");
@@ -132,8 +136,17 @@ void tracer_drop_proc(struct tracer *T, struct proc *p)
 	proc_fin(p);
 }
 
+int tracer_retired(const struct tracer *T, pid_t tid)
+{
+	for (size_t i = 0; i < TRACER_RETIRED; i++)
+		if (T->retired[i] == tid)
+			return 1;
+	return 0;
+}
+
 void tracer_remove_thread(struct tracer *T, struct tracee *t)
 {
+	T->retired[T->retired_next++ % TRACER_RETIRED] = t->tid;
 	unsigned h = (unsigned)t->tid % TRACER_HASH;
 	for (struct tracee **pp = &T->threads[h]; *pp; pp = &(*pp)->hnext)
 		if (*pp == t) {
@@ -176,4 +189,27 @@ char **proc_read_argv(pid_t pid)
 		if (!(argv[k++] = strdup(buf + i)))
 			break;
 	return argv;
+}
+
+char proc_thread_state(pid_t tid, pid_t *tracer)
+{
+	static const char *const name[] = { "TracerPid" };
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)tid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return 0;
+	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	/* The command name may hold spaces and parentheses: the state follows the last ')'. */
+	char *rp = strrchr(buf, ')');
+	if (!rp || rp[1] != ' ')
+		return 0;
+	if (tracer) {
+		unsigned long long tp = 0;
+		resid_status(tid, name, &tp, 1, 10);
+		*tracer = (pid_t)tp;
+	}
+	return rp[2];
 }

@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "common/error.h"
+#include "common/snap.h"
 #include "tracer/loop.h"
 #include "tracer/tracee.h"
 
@@ -95,9 +96,20 @@ static void on_alarm(int sig)
 	loop_tick = 1;
 }
 
+/* SIGPIPE as ptfil was given it: a launched program gets it back (an ignored signal stays ignored across exec). */
+static struct sigaction saved_pipe;
+
 void run_install_handlers(int attach)
 {
 	struct sigaction sa;
+	/*
+	 * A closed stderr (ptfil ... 2>&1 | head) must not kill ptfil while it
+	 * holds breakpoints in the program: a write fails with EPIPE instead.
+	 */
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = SIG_IGN;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGPIPE, &sa, &saved_pipe);
 	for (size_t i = 0; i < RUN_CAUGHT; i++) {
 		memset(&sa, 0, sizeof(sa));
 		sigemptyset(&sa.sa_mask);
@@ -116,6 +128,7 @@ void run_install_handlers(int attach)
 
 void run_restore_handlers(void)
 {
+	sigaction(SIGPIPE, &saved_pipe, NULL);
 	for (size_t i = 0; i < RUN_CAUGHT; i++)
 		sigaction(caught[i], &saved[i], NULL);
 }
@@ -179,14 +192,26 @@ int run_write(struct tracer *T, struct proc *p, int live)
 
 void run_checkpoint(struct tracer *T)
 {
+	/* Reported once: the same error at every tick would bury the run; the end reports it for good. */
+	static int failed;
 	double now = tracer_now(T);
 	for (struct proc *p = T->procs; p; p = p->next) {
 		if (!p->profiled || !p->ready || !p->ledger.has_peak || p->ledger.peak.time == p->snap_peak_time)
 			continue;
 		if (p->snap_written_at && now - p->snap_written_at < CHECKPOINT_SECONDS)
 			continue;
-		/* A failure was reported; the next peak tries again, and the end reports it for good. */
-		run_write(T, p, 0);
+		/* A device or a FIFO (-o /dev/stdout) takes the last snapshot only: a rewrite would follow the first. */
+		char *path = run_snapshot_path(T, p, 0);
+		int in_place = path && snap_output_in_place(path);
+		free(path);
+		if (in_place)
+			continue;
+		error_set_quiet(failed);
+		if (run_write(T, p, 0)) {
+			failed = 1;
+			p->snap_written_at = now;  /* tried again a second later, not at every tick */
+		}
+		error_set_quiet(0);
 	}
 }
 

@@ -91,6 +91,7 @@ struct tracee {
 	int parked;            /* held stopped (attaching, leaving), to be let go with park_sig */
 	int park_sig;
 	int group_stop;        /* parked in a group-stop (SIGSTOP): it stays stopped when let go */
+	int exiting;           /* past its exit event, or a zombie: it never stops again, it is only reaped */
 	struct tracee *hnext;
 };
 
@@ -102,6 +103,7 @@ enum stop_kind {
 };
 
 #define TRACER_HASH 256
+#define TRACER_RETIRED 1024
 
 struct tracer {
 	struct tracer_opts opts;
@@ -136,18 +138,33 @@ struct tracer {
 	} capture;
 	uint32_t main_stack_node;
 	uint32_t new_thread_frame; /* the "[new thread]" pseudo frame, STACKS_FAILED until made */
+	/*
+	 * Threads ptfil has seen go (exited, released): a creator's clone or fork
+	 * event that reports one late must not bring it back as a thread to wait
+	 * for. A ring of the last TRACER_RETIRED.
+	 */
+	pid_t retired[TRACER_RETIRED];
+	unsigned retired_next;
 };
 
 /* proc.c: the process and thread tables */
 struct tracee *tracer_find(struct tracer *T, pid_t tid);
 /* Adds thread tid, finding (or creating) its process from /proc/TID/status. NULL after error(). */
 struct tracee *tracer_add_thread(struct tracer *T, pid_t tid);
+/* Forgets thread t (gone, or let go): it is retired, never waited for again. */
 void tracer_remove_thread(struct tracer *T, struct tracee *t);
+/* True when tid was removed lately (tracer_remove_thread) and has not been added since. */
+int tracer_retired(const struct tracer *T, pid_t tid);
 struct proc *tracer_proc(struct tracer *T, pid_t pid);
 /* Frees a process and all it owns (not its threads). */
 void proc_fin(struct proc *p);
 /* Unlinks process p from the table and frees it. */
 void tracer_drop_proc(struct tracer *T, struct proc *p);
+/*
+ * The state letter of thread tid (R, S, t, Z...) from /proc/TID/stat, 0 when
+ * it is gone; with tracer, its TracerPid too.
+ */
+char proc_thread_state(pid_t tid, pid_t *tracer);
 /* Its command line from /proc/PID/cmdline, NULL-terminated; NULL when unreadable. Caller frees. */
 char **proc_read_argv(pid_t pid);
 double tracer_now(const struct tracer *T);
@@ -187,14 +204,20 @@ void sysc_thread_origin(struct tracer *T, struct tracee *t, struct tracee *child
 /* Before a small block is freed: a peak check whose residency refresh is bounded in rate. */
 void sysc_before_small_release(struct tracer *T, struct proc *p);
 
-/* calls.c: breakpoint stops. Returns 1 when the SIGTRAP was ptfil's (the thread is restarted), 0 if the program's own. */
-int calls_trap(struct tracer *T, struct tracee *t);
+/*
+ * calls.c: breakpoint stops. calls_owns: true when thread t, stopped with
+ * regs, is just past one of ptfil's int3s (a hook, or the trampoline while a
+ * hooked call of t is in flight).
+ */
+int calls_owns(const struct tracee *t, const struct user_regs_struct *regs);
+/* Handles the SIGTRAP of an int3 that calls_owns: the call is noted and the thread restarted. */
+void calls_trap(struct tracer *T, struct tracee *t, struct user_regs_struct *regs);
 /*
  * Leaving: the same SIGTRAP, but the thread stays stopped, undone so that it
  * can run without ptfil (rip back on a breakpoint whose byte goes back; a
- * hijacked return completed). Returns 1 when it was ptfil's, 0 if the program's.
+ * hijacked return completed).
  */
-int calls_park_trap(struct tracer *T, struct tracee *t);
+void calls_park_trap(struct tracer *T, struct tracee *t, struct user_regs_struct *regs);
 
 /* run.c: what launch and attach share */
 #define RUN_CAUGHT 5
@@ -237,8 +260,6 @@ int procs_exec(struct tracer *T, struct tracee *t);
  * heap block are charged to the pseudo frame [unhooked mmap].
  */
 void proc_reconcile(struct tracer *T, struct proc *p);
-/* Waits until every traced thread is parked. 0, or -1 after error(). */
-int tracer_park_all(struct tracer *T);
 
 /* detach.c: stops every thread, takes every breakpoint out, restores hijacked returns, detaches. */
 void tracer_leave(struct tracer *T);
