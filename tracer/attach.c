@@ -28,6 +28,7 @@
 #include "symbols/maps.h"
 #include "tracer/loop.h"
 #include "tracer/refuse.h"
+#include "tracer/rescue.h"
 #include "tracer/tracee.h"
 
 #define ATTACH_TIMEOUT_S 10.0 /* for every thread to stop at the attach */
@@ -359,6 +360,8 @@ int tracer_attach(const struct tracer_opts *o)
 		T.main_pid = pid;
 		T.output = output;
 		run_install_handlers(1);
+		/* A crash of the tracer itself still leaves the target as it was. */
+		rescue_install();
 		/* The user's ptfil gone (even by SIGKILL): leave as on Ctrl-C. */
 		prctl(PR_SET_PDEATHSIG, SIGHUP);
 		if (getppid() != front)
@@ -389,7 +392,7 @@ int tracer_attach(const struct tracer_opts *o)
 		return error_errno("waitpid"), 1;
 	if (WIFEXITED(status))
 		return WEXITSTATUS(status);
-	error("ptfil's tracing process died of signal %d; process %d may have been left with breakpoints in its code",
+	error("ptfil's tracing process died of signal %d (a bug in ptfil); it tried to leave process %d as it was",
 	      WTERMSIG(status), (int)pid);
 	return 1;
 }

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "tracer/rescue.h"
 #include "tracer/tracee.h"
 
 static int mem_read(void *arg, uint64_t addr, void *buf, size_t n)
@@ -164,6 +165,7 @@ static void hijack_and_go(struct tracer *T, struct tracee *t, const struct hook_
 	t->call.stack = stack;
 	t->call.ret = ret;
 	t->call.rsp = regs->rsp;
+	rescue_return(t->rescue, regs->rsp, ret, p->hooks.trampoline);
 	emulate_and_go(t, b, regs, &h);
 }
 
@@ -192,6 +194,7 @@ static void on_entry(struct tracer *T, struct tracee *t, const struct hook_bp *b
 	if (t->in_alloc && outer_call_gone(t)) {
 		/* The outer call's frame is gone (a longjmp out of it): it will never return through us. */
 		t->in_alloc = 0;
+		rescue_return_done(t->rescue);
 	}
 	if (!p->profiled || !p->ready || t->in_alloc) {
 		if (t->in_alloc)
@@ -343,6 +346,7 @@ static void on_return(struct tracer *T, struct tracee *t, struct user_regs_struc
 	finish_call(T, t, regs);
 	if (ptrace(PTRACE_SETREGS, t->tid, 0, regs) && errno != ESRCH)
 		error_errno("cannot set the registers of thread %d", (int)t->tid);
+	rescue_return_done(t->rescue);
 	if (ptrace(PTRACE_CONT, t->tid, 0, 0) && errno != ESRCH)
 		error_errno("cannot restart thread %d", (int)t->tid);
 }
@@ -402,4 +406,5 @@ void calls_park_trap(struct tracer *T, struct tracee *t, struct user_regs_struct
 		regs->rip = at; /* the original instruction goes back in: the thread runs it as if never stopped */
 	if (ptrace(PTRACE_SETREGS, t->tid, 0, regs) && errno != ESRCH)
 		error_errno("cannot set the registers of thread %d", (int)t->tid);
+	rescue_return_done(t->rescue);
 }

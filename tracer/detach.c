@@ -12,6 +12,7 @@
 
 #include "common/error.h"
 #include "tracer/loop.h"
+#include "tracer/rescue.h"
 #include "tracer/tracee.h"
 
 #define LEAVE_ROUNDS 4
@@ -24,6 +25,7 @@ static void restore_return(struct tracee *t)
 	if (!t->in_alloc)
 		return;
 	t->in_alloc = 0;
+	rescue_return_done(t->rescue);
 	uint64_t slot = 0;
 	struct iovec l = { &slot, 8 }, r = { (void *)(uintptr_t)t->call.rsp, 8 };
 	if (process_vm_readv(t->tid, &l, 1, &r, 1, 0) != 8 || slot != t->p->hooks.trampoline)

@@ -23,6 +23,7 @@
 #include "common/error.h"
 #include "tracer/event.h"
 #include "tracer/loop.h"
+#include "tracer/rescue.h"
 #include "tracer/tracee.h"
 
 volatile sig_atomic_t loop_tick;
@@ -178,6 +179,8 @@ static void new_image(struct tracer *T, struct tracee *t)
 	struct proc *p = t->p;
 	t->in_alloc = 0;
 	t->exiting = 0;
+	rescue_return_done(t->rescue);
+	rescue_bytes_forget_pid(p->pid);
 	int wrappers = p->hooks.wrappers, no_heap = p->hooks.no_heap;
 	hooks_fin(&p->hooks);
 	hooks_init(&p->hooks);

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "tracer/rescue.h"
 #include "tracer/tracee.h"
 
 double tracer_now(const struct tracer *T)
@@ -101,6 +102,15 @@ struct tracee *tracer_add_thread(struct tracer *T, pid_t tid)
 	}
 	t->tid = tid;
 	t->p = p;
+	t->rescue = rescue_thread_add(tid, p->pid);
+	/* A forked child's copies of the breakpoints are bytes to put back too. */
+	if (p->nthreads == 0 && p->parent)
+	{
+		for (size_t i = 0; i < p->hooks.n; i++)
+			rescue_byte_note(tid, p->hooks.v[i].addr, p->hooks.v[i].orig);
+		if (p->hooks.trampoline_armed)
+			rescue_byte_note(tid, p->hooks.trampoline, p->hooks.trampoline_orig);
+	}
 	p->nthreads++;
 	unsigned h = (unsigned)tid % TRACER_HASH;
 	t->hnext = T->threads[h];
@@ -128,6 +138,7 @@ void proc_fin(struct proc *p)
 
 void tracer_drop_proc(struct tracer *T, struct proc *p)
 {
+	rescue_bytes_forget_pid(p->pid);
 	for (struct proc **pp = &T->procs; *pp; pp = &(*pp)->next)
 		if (*pp == p) {
 			*pp = p->next;
@@ -155,6 +166,7 @@ void tracer_remove_thread(struct tracer *T, struct tracee *t)
 		}
 	T->n_threads--;
 	struct proc *p = t->p;
+	rescue_thread_del(t->rescue);
 	free(t);
 	/* The profiled process is kept for the snapshot; others go with their last thread. */
 	if (--p->nthreads == 0) {

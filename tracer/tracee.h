@@ -92,6 +92,7 @@ struct tracee {
 	int park_sig;
 	int group_stop;        /* parked in a group-stop (SIGSTOP): it stays stopped when let go */
 	int exiting;           /* past its exit event, or a zombie: it never stops again, it is only reaped */
+	int rescue;            /* its slot in the crash rescue's table (tracer/rescue.h) */
 	struct tracee *hnext;
 };
 
