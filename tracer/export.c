@@ -203,7 +203,7 @@ static int build(struct tracer *T, struct proc *p, int live, struct snap *s)
 	     counter(s, &k, "python.stacks", ps->stacks) || counter(s, &k, "python.frames", ps->frames) ||
 	     counter(s, &k, "python.reads", ps->reads) || counter(s, &k, "python.code_decodes", ps->code_decodes) ||
 	     counter(s, &k, "python.code_hits", ps->code_hits) || counter(s, &k, "python.thread_scans", ps->thread_scans) ||
-	     counter(s, &k, "python.no_thread_state", ps->no_thread) || counter(s, &k, "python.cut", ps->cut) ||
+	     counter(s, &k, "python.no_thread_state", p->py.no_thread) || counter(s, &k, "python.cut", ps->cut) ||
 	     counter(s, &k, "python.group_mismatches", ps->group_mismatch) ||
 	     counter(s, &k, "python.native_stacks", ps->native_stacks) ||
 	     counter(s, &k, "python.native_us", ps->native_us) || counter(s, &k, "python.python_us", ps->python_us)))

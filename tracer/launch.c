@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "tracer/caveats.h"
 #include "tracer/loop.h"
 #include "tracer/tracee.h"
 
@@ -119,6 +120,7 @@ static void kill_child(void)
 int tracer_launch(const struct tracer_opts *o)
 {
 	static struct tracer T;
+	caveats_warn_launch(o->argv[0]);
 	if (run_init(&T, o)) {
 		run_fin(&T);
 		return -1;

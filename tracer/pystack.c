@@ -12,6 +12,11 @@
  * frame owned by the C stack before it, so the chain splits into one group
  * per native _PyEval_EvalFrameDefault frame.
  *
+ * A thread state names its thread by native_thread_id, the id the thread has
+ * in its own PID namespace; ptrace stops it under the id it has in ptfil's.
+ * In a container the two differ: the thread's own id is the last field of
+ * NSpid in its /proc status, read once per thread (struct pyproc.ns_tids).
+ *
  * Costs per stack: the thread state (one read, cached per tid and checked),
  * the frames (4 KiB pages cached for the one walk: frames are contiguous in
  * the thread's data stack), and one read for the headers of every code
@@ -165,6 +170,7 @@ static uint64_t u64_at(const uint8_t *p, size_t off)
 #define PREV_PAGES 4
 struct pythread {
 	pid_t tid;                    /* 0: an empty slot */
+	pid_t own_tid;                /* its id in its own PID namespace: what native_thread_id holds */
 	uint64_t ts;
 	size_t n_codes, n_pages;
 	uint64_t codes[PREV_CODES];
@@ -176,17 +182,79 @@ void pyproc_init(struct pyproc *py)
 	memset(py, 0, sizeof(*py));
 	u64map_init(&py->checked);
 	u64map_init(&py->code_ids);
+	u64map_init(&py->ns_tids);
 }
 
 void pyproc_fin(struct pyproc *py)
 {
+	if (py->no_thread)
+		warning("process %d: Python frames are missing from %llu of its %llu stacks in Python code "
+			"(they show native frames only): no thread state of the interpreter named their thread; "
+			"this happens when the id a thread has in its own PID namespace (a container) cannot be "
+			"read from /proc, or when a thread runs Python code while the interpreter does not list it "
+			"(a thread being set up or torn down, or a thread state changed by the program)",
+			(int)py->pid, (unsigned long long)py->no_thread, (unsigned long long)py->stacks);
 	free(py->threads);
 	for (size_t i = 0; i < py->n_codes; i++)
 		free(py->codes[i].table);
 	free(py->codes);
 	u64map_fin(&py->checked);
 	u64map_fin(&py->code_ids);
+	u64map_fin(&py->ns_tids);
 	memset(py, 0, sizeof(*py));
+}
+
+/*
+ * The ids of thread tid of process pid from ptfil's PID namespace inwards, as
+ * NSpid in its /proc status lists them: how many there are (0 when the file
+ * cannot be read, 1 in ptfil's own namespace or on a kernel without NSpid),
+ * and the innermost in *own.
+ */
+static int ns_ids(pid_t pid, pid_t tid, pid_t *own)
+{
+	char path[64], line[256];
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)pid, (int)tid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return 0;
+	int n = 1;
+	*own = tid;
+	while (fgets(line, sizeof(line), f)) {
+		if (strncmp(line, "NSpid:", 6))
+			continue;
+		n = 0;
+		for (char *p = line + 6, *end; ; p = end) {
+			long v = strtol(p, &end, 10);
+			if (end == p)
+				break;
+			*own = (pid_t)v;
+			n++;
+		}
+		break;
+	}
+	fclose(f);
+	return n;
+}
+
+#define NS_TIDS_MAX 4096          /* threads whose own id is remembered; beyond, the memory starts over */
+
+/* The id thread tid has in its process's own PID namespace, read once per thread; 0 when unknown. */
+static pid_t own_tid(struct pyproc *py, pid_t pid, pid_t tid)
+{
+	if (!py->other_ns)
+		return tid;
+	uint32_t v = u64map_get(&py->ns_tids, (uint64_t)tid);
+	if (v != U64MAP_NONE)
+		return (pid_t)v;
+	pid_t own;
+	if (ns_ids(pid, tid, &own) < 2)
+		return 0;                 /* gone, or /proc unreadable: never guessed */
+	if (py->ns_tids.n >= NS_TIDS_MAX) {
+		u64map_fin(&py->ns_tids);
+		u64map_init(&py->ns_tids);
+	}
+	u64map_put(&py->ns_tids, (uint64_t)tid, (uint32_t)own); /* out of memory: read again next time */
+	return own;
 }
 
 static void unsupported(struct pyproc *py, const char *path, const char *why)
@@ -259,6 +327,10 @@ static void found(struct pyproc *py, const struct modreg_entry *e, uint32_t gid,
 		unsupported(py, e->path, "out of memory");
 		return;
 	}
+	/* A process whose ids differ in its own PID namespace: its threads' ids are mapped (own_tid). */
+	pid_t own;
+	py->other_ns = ns_ids(pid, pid, &own) > 1;
+	py->pid = pid;
 	py->l = l;
 	py->eval_gid = gid;
 	py->eval_lo = lo;
@@ -289,8 +361,12 @@ void pystack_detect(struct pyproc *py, const struct modmap *mm, const struct mod
 
 /* ---------------------------------------------------------------- thread states */
 
-/* Walks every interpreter's thread list, remembering each thread's state; returns tid's, or 0. */
-static uint64_t scan_threads(struct pyproc *py, struct pystats *st, pid_t pid, pid_t tid)
+/*
+ * Walks every interpreter's thread list for the thread state whose native id
+ * is own (thread tid's id in its own namespace); returns it, or 0. In ptfil's
+ * own namespace, every thread's state is remembered on the way.
+ */
+static uint64_t scan_threads(struct pyproc *py, struct pystats *st, pid_t pid, pid_t tid, pid_t own)
 {
 	const struct pylayout *l = py->l;
 	uint64_t interp, found_ts = 0;
@@ -307,10 +383,12 @@ static uint64_t scan_threads(struct pyproc *py, struct pystats *st, pid_t pid, p
 			if (peek(pid, ts, b, need, st))
 				return found_ts;
 			pid_t t = (pid_t)u64_at(b, l->ts_native_thread_id);
-			struct pythread *slot = &py->threads[(unsigned)t % PY_THREAD_SLOTS];
-			if (slot->tid != t || slot->ts != ts)
-				*slot = (struct pythread){ .tid = t, .ts = ts };
-			if (t == tid)
+			if (!py->other_ns) {
+				struct pythread *slot = &py->threads[(unsigned)t % PY_THREAD_SLOTS];
+				if (slot->tid != t || slot->ts != ts)
+					*slot = (struct pythread){ .tid = t, .own_tid = t, .ts = ts };
+			}
+			if (t == own)
 				found_ts = ts;
 			ts = u64_at(b, l->ts_next);
 		}
@@ -318,6 +396,9 @@ static uint64_t scan_threads(struct pyproc *py, struct pystats *st, pid_t pid, p
 			break;
 		interp = next;
 	}
+	struct pythread *slot = &py->threads[(unsigned)tid % PY_THREAD_SLOTS];
+	if (found_ts && (slot->tid != tid || slot->ts != found_ts))
+		*slot = (struct pythread){ .tid = tid, .own_tid = own, .ts = found_ts };
 	return found_ts;
 }
 
@@ -482,10 +563,11 @@ size_t pystack_read(struct pyproc *py, struct pynames *names, struct pystats *st
 	if (hlen > sizeof(pre.hdr[0]))
 		return 0;
 	st->stacks++;
+	py->stacks++;
 	pages_reset(pid);
 	pre.n = 0;
 
-	/* The thread state: cached per tid, checked by its native thread id. */
+	/* The thread state: cached per tid, checked by its native thread id (the thread's id in its own namespace). */
 	struct pythread *ts = &py->threads[(unsigned)tid % PY_THREAD_SLOTS];
 	uint8_t tb[512];
 	size_t tneed = l->ts_native_thread_id + 8u;
@@ -494,14 +576,15 @@ size_t pystack_read(struct pyproc *py, struct pynames *names, struct pystats *st
 		tneed = frame_field + 8u;
 	int ok = ts->tid == tid && ts->ts &&
 		 prefetch(ts, pid, tb, tneed, hlen, CODE_HDR_LO(l), st) == 0 &&
-		 (pid_t)u64_at(tb, l->ts_native_thread_id) == tid;
+		 (pid_t)u64_at(tb, l->ts_native_thread_id) == ts->own_tid;
 	if (!ok) {
-		uint64_t addr = scan_threads(py, st, pid, tid);
-		if (!addr || peek(pid, addr, tb, tneed, st) || (pid_t)u64_at(tb, l->ts_native_thread_id) != tid) {
-			st->no_thread++;
+		pid_t own = ts->tid == tid ? ts->own_tid : own_tid(py, pid, tid);
+		uint64_t addr = own ? scan_threads(py, st, pid, tid, own) : 0;
+		if (!addr || peek(pid, addr, tb, tneed, st) || (pid_t)u64_at(tb, l->ts_native_thread_id) != own) {
+			py->no_thread++;
 			return 0;
 		}
-		pre.n = 0;                /* scan_threads filled ts if no other thread shares its slot */
+		pre.n = 0;                /* scan_threads filled ts: nothing was fetched ahead for it */
 		pages_reset(pid);
 	}
 	uint64_t cur = u64_at(tb, frame_field);

@@ -47,6 +47,7 @@ enum py_state { PY_UNKNOWN, PY_ABSENT, PY_READY, PY_UNSUPPORTED };
 
 struct pyproc {
 	enum py_state state;
+	pid_t pid;                    /* the process, once its interpreter is found (for the report) */
 	unsigned checked_loads;       /* modmap loads when the modules were last looked at */
 	struct u64map checked;        /* modules (global ids) looked at already */
 	const struct pylayout *l;
@@ -54,17 +55,33 @@ struct pyproc {
 	uint32_t eval_gid;            /* the module holding _PyEval_EvalFrameDefault, */
 	uint64_t eval_lo, eval_hi;    /* and its extent there (module offsets) */
 	struct pythread *threads;     /* PY_THREAD_SLOTS of them by tid, owned; made once found (pystack.c) */
+	/*
+	 * A thread state names its thread by the id the thread has in its own PID
+	 * namespace; ptrace gives the id in ptfil's. When they differ (a process in
+	 * a container), each thread's own id is read once from NSpid in its /proc
+	 * status and remembered here: tid -> own tid.
+	 */
+	int other_ns;
+	struct u64map ns_tids;
+	uint64_t stacks, no_thread;   /* stacks in the eval loop, and those whose thread state was not found */
 	struct pycode *codes; size_t n_codes, cap_codes;
 	struct u64map code_ids;       /* code object address -> index in codes */
 };
 
 /* Counters, the tracer's. */
 struct pystats {
-	uint64_t stacks, frames, reads, code_decodes, code_hits, thread_scans, no_thread, cut, group_mismatch;
+	uint64_t stacks, frames, reads, code_decodes, code_hits, thread_scans, cut, group_mismatch;
 	/* time in microseconds: native stacks taken in processes running Python, and the Python frames read for them */
 	uint64_t native_stacks, native_us, python_us;
 };
 
+/*
+ * pyproc_fin also says, once, on stderr how many of the process's stacks ran
+ * Python code whose frames could not be read because no thread state named
+ * their thread (py->no_thread, the snapshot's python.no_thread_state): those
+ * stacks show native frames only, and a user must not take that for a program
+ * without Python code.
+ */
 void pyproc_init(struct pyproc *py);
 void pyproc_fin(struct pyproc *py);
 
