@@ -27,6 +27,7 @@
 #include "common/snap.h"
 #include "symbols/maps.h"
 #include "tracer/loop.h"
+#include "tracer/procfs.h"
 #include "tracer/refuse.h"
 #include "tracer/rescue.h"
 #include "tracer/tracee.h"
@@ -65,7 +66,7 @@ int proc_follow(struct tracer *T, struct proc *p, pid_t tid, const char *pseudo,
 {
 	p->profiled = 1;
 	if (!p->argv)
-		p->argv = proc_read_argv(p->pid);
+		p->argv = procfs_argv(p->pid);
 	if (resid_open(&p->resid, p->pid) || modmap_load(&p->mm, &T->reg, p->pid))
 		return -1;
 	p->maps_loaded_at = tracer_now(T);
@@ -123,7 +124,7 @@ int procs_exec(struct tracer *T, struct tracee *t)
 		p->profiled = 1;
 	/* A launched program keeps the command line it was given; others show what they run now. */
 	if (p->profiled && (T->attach || p->pid != T->main_pid)) {
-		char **argv = proc_read_argv(p->pid);
+		char **argv = procfs_argv(p->pid);
 		if (argv) {
 			if (p->argv)
 				for (char **a = p->argv; *a; a++)
@@ -153,7 +154,7 @@ static int other_threads(pid_t pid)
 {
 	static const char *const name[] = { "Threads" };
 	unsigned long long n = 0;
-	resid_status(pid, name, &n, 1, 10);
+	procfs_status(pid, name, &n, 1, 10);
 	return n > 1;
 }
 
@@ -181,7 +182,7 @@ static int seize_new_threads(struct tracer *T, pid_t pid, int *status)
 			 * refuses, while the process runs on in its other threads: those
 			 * are traced, and they are all that can still run.
 			 */
-			if (tid == pid && errno == EPERM && proc_thread_state(tid, NULL) == 'Z' && other_threads(pid))
+			if (tid == pid && errno == EPERM && procfs_state(tid, NULL) == 'Z' && other_threads(pid))
 				continue;
 			int e = errno;
 			closedir(d);
@@ -215,19 +216,6 @@ static void unpark_all(struct tracer *T)
 			t->park_sig = 0;
 			t->group_stop = 0;
 		}
-}
-
-/* The command name of pid into buf; buf is left as it was when it cannot be read. */
-static void read_comm(pid_t pid, char *buf, size_t n)
-{
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return;
-	if (fgets(buf, (int)n, f))
-		buf[strcspn(buf, "\n")] = '\0';
-	fclose(f);
 }
 
 /* A parked thread of p that can still run (not exiting), or NULL. */
@@ -275,7 +263,7 @@ static int trace(struct tracer *T, pid_t pid)
 	double took = tracer_now(T) - t_start;
 	if (!T->opts.quiet) {
 		char comm[64] = "?";
-		read_comm(pid, comm, sizeof(comm));
+		procfs_comm(pid, comm, sizeof(comm));
 		fprintf(stderr, "%s: attached to process %d (%s, %d thread%s) in %.1f ms; Ctrl-C to detach\n",
 			error_progname(), (int)pid, comm, nthreads, nthreads == 1 ? "" : "s", took * 1000.0);
 	}
@@ -310,7 +298,7 @@ static int trace(struct tracer *T, pid_t pid)
 static char *default_output(pid_t pid)
 {
 	char comm[64] = "process";
-	read_comm(pid, comm, sizeof(comm));
+	procfs_comm(pid, comm, sizeof(comm));
 	/* A name with a slash would make a path: keep to the file name. */
 	for (char *c = comm; *c; c++)
 		if (*c == '/')

@@ -23,6 +23,7 @@
 #include "common/error.h"
 #include "tracer/event.h"
 #include "tracer/loop.h"
+#include "tracer/procfs.h"
 #include "tracer/rescue.h"
 #include "tracer/tracee.h"
 
@@ -71,7 +72,7 @@ static int thread_pending(pid_t tid, int sig)
 {
 	static const char *const name[] = { "SigPnd" };
 	unsigned long long mask = 0;
-	if (resid_status(tid, name, &mask, 1, 16))
+	if (procfs_status(tid, name, &mask, 1, 16))
 		return 0;
 	return (mask >> (sig - 1)) & 1;
 }
@@ -386,7 +387,7 @@ static int is_pending(pid_t pid, int sig)
 {
 	static const char *const name[] = { "SigPnd", "ShdPnd" };
 	unsigned long long mask[2] = { 0, 0 };
-	resid_status(pid, name, mask, 2, 16);
+	procfs_status(pid, name, mask, 2, 16);
 	return ((mask[0] | mask[1]) >> (sig - 1)) & 1;
 }
 
@@ -528,7 +529,7 @@ static void sweep(struct tracer *T)
 			struct tracee *next = t->hnext;
 			if (awaited(t)) {
 				pid_t tracer = 0;
-				char st = proc_thread_state(t->tid, &tracer);
+				char st = procfs_state(t->tid, &tracer);
 				if (!st || tracer != self)
 					tracer_remove_thread(T, t);
 				else if (st == 'Z' || st == 'X')

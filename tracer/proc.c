@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "tracer/procfs.h"
 #include "tracer/rescue.h"
 #include "tracer/tracee.h"
 
@@ -66,7 +67,7 @@ static pid_t tgid_of(pid_t tid, pid_t *ppid)
 {
 	static const char *const name[] = { "Tgid", "PPid" };
 	unsigned long long v[2] = { (unsigned long long)tid, 0 };
-	resid_status(tid, name, v, 2, 10);
+	procfs_status(tid, name, v, 2, 10);
 	*ppid = (pid_t)v[1];
 	return (pid_t)v[0];
 }
@@ -174,54 +175,4 @@ void tracer_remove_thread(struct tracer *T, struct tracee *t)
 		if (!p->profiled)
 			tracer_drop_proc(T, p);
 	}
-}
-
-char **proc_read_argv(pid_t pid)
-{
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return NULL;
-	char buf[8192];
-	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	if (n == 0)
-		return NULL;
-	if (buf[n - 1] != '\0')
-		buf[n++] = '\0';
-	size_t argc = 0;
-	for (size_t i = 0; i < n; i++)
-		argc += buf[i] == '\0';
-	char **argv = calloc(argc + 1, sizeof(*argv));
-	if (!argv)
-		return NULL;
-	size_t k = 0;
-	for (size_t i = 0; i < n && k < argc; i += strlen(buf + i) + 1)
-		if (!(argv[k++] = strdup(buf + i)))
-			break;
-	return argv;
-}
-
-char proc_thread_state(pid_t tid, pid_t *tracer)
-{
-	static const char *const name[] = { "TracerPid" };
-	char path[64], buf[512];
-	snprintf(path, sizeof(path), "/proc/%d/stat", (int)tid);
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return 0;
-	size_t n = fread(buf, 1, sizeof(buf) - 1, f);
-	fclose(f);
-	buf[n] = '\0';
-	/* The command name may hold spaces and parentheses: the state follows the last ')'. */
-	char *rp = strrchr(buf, ')');
-	if (!rp || rp[1] != ' ')
-		return 0;
-	if (tracer) {
-		unsigned long long tp = 0;
-		resid_status(tid, name, &tp, 1, 10);
-		*tracer = (pid_t)tp;
-	}
-	return rp[2];
 }

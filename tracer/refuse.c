@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "tracer/procfs.h"
 
 /* CAP_SYS_PTRACE of <linux/capability.h>: its bit in CapEff. */
 #define CAP_SYS_PTRACE_BIT 19
@@ -44,19 +45,6 @@ static int read_status(pid_t pid, struct status *s)
 	}
 	fclose(fp);
 	return 0;
-}
-
-static void read_comm(pid_t pid, char *buf, size_t n)
-{
-	char path[64];
-	snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
-	buf[0] = 0;
-	FILE *fp = fopen(path, "re");
-	if (!fp)
-		return;
-	if (fgets(buf, (int)n, fp))
-		buf[strcspn(buf, "\n")] = 0;
-	fclose(fp);
 }
 
 static int read_yama(void)
@@ -131,9 +119,10 @@ void refuse_gather(pid_t pid, struct refuse_facts *f)
 	f->tracer = s.tracer;
 	memcpy(f->uid, s.uid, sizeof(f->uid));
 	f->cap_prm = s.cap_prm;
-	read_comm(pid, f->comm, sizeof(f->comm));
+	f->comm[0] = 0;
+	procfs_comm(pid, f->comm, sizeof(f->comm));
 	if (f->tracer > 0)
-		read_comm(f->tracer, f->tracer_comm, sizeof(f->tracer_comm));
+		procfs_comm(f->tracer, f->tracer_comm, sizeof(f->tracer_comm));
 	uid_t u;
 	if (other_uid(f, &u)) {
 		struct passwd *pw = getpwuid(u);

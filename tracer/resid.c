@@ -2,6 +2,7 @@
 #include "tracer/resid.h"
 
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "tracer/procfs.h"
 
 /* Debian 12's kernel headers predate PAGEMAP_SCAN (Linux 6.7); the ABI is fixed. */
 #ifndef PAGEMAP_SCAN
@@ -78,6 +80,16 @@ static void probe(void)
 			"memory that was only read is charged as resident (run as root to fix)");
 }
 
+static int open_proc_path(const char *rel)
+{
+	char path[128];
+	snprintf(path, sizeof(path), "/proc/%s", rel);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		error_errno("cannot open %s", path);
+	return fd;
+}
+
 static int open_proc(pid_t pid, const char *what)
 {
 	char path[64];
@@ -88,15 +100,47 @@ static int open_proc(pid_t pid, const char *what)
 	return fd;
 }
 
+/*
+ * Where process pid's memory can be read: "PID" itself, or "PID/task/TID" of
+ * a live thread when the main thread is a zombie (it called pthread_exit:
+ * its own files show no memory any more while the process runs on).
+ */
+static void memory_dir(pid_t pid, char *dir, size_t n)
+{
+	snprintf(dir, n, "%d", (int)pid);
+	if (procfs_state(pid, NULL) != 'Z')
+		return;
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	DIR *d = opendir(path);
+	if (!d)
+		return;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		pid_t tid = (pid_t)atoi(de->d_name);
+		char st = tid > 0 && tid != pid ? procfs_state(tid, NULL) : 0;
+		if (st && st != 'Z' && st != 'X') {
+			snprintf(dir, n, "%d/task/%d", (int)pid, (int)tid);
+			break;
+		}
+	}
+	closedir(d);
+}
+
 int resid_open(struct resid *r, pid_t pid)
 {
 	if (!page_size)
 		page_size = sysconf(_SC_PAGESIZE);
 	resid_close(r);
 	r->pid = pid;
-	r->pagemap_fd = open_proc(pid, "pagemap");
+	char dir[64], what[96];
+	memory_dir(pid, dir, sizeof(dir));
+	snprintf(what, sizeof(what), "%s/pagemap", dir);
+	r->pagemap_fd = open_proc_path(what);
+	/* The process's fault count (its threads' summed) stays in the main thread's stat. */
 	r->stat_fd = open_proc(pid, "stat");
-	r->statm_fd = open_proc(pid, "statm");
+	snprintf(what, sizeof(what), "%s/statm", dir);
+	r->statm_fd = open_proc_path(what);
 	if (r->pagemap_fd < 0 || r->stat_fd < 0 || r->statm_fd < 0) {
 		resid_close(r);
 		return -1;
@@ -231,30 +275,10 @@ uint64_t resid_rss(struct resid *r)
 	return (uint64_t)res * (uint64_t)page_size;
 }
 
-int resid_status(pid_t pid, const char *const *name, unsigned long long *val, int n, int base)
-{
-	char path[64], line[256];
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f)) {
-		char *colon = strchr(line, ':');
-		if (!colon)
-			continue;
-		*colon = 0;
-		for (int i = 0; i < n; i++)
-			if (strcmp(line, name[i]) == 0)
-				val[i] = strtoull(colon + 1, NULL, base);
-	}
-	fclose(f);
-	return 0;
-}
-
 uint64_t resid_vmhwm(pid_t pid)
 {
 	static const char *const name[] = { "VmHWM" };
 	unsigned long long kib = 0;
-	resid_status(pid, name, &kib, 1, 10);
+	procfs_status(pid, name, &kib, 1, 10);
 	return (uint64_t)kib * 1024;
 }

@@ -34,13 +34,6 @@ uint64_t resid_range(struct resid *r, uint64_t start, uint64_t end);
 uint64_t resid_faults(struct resid *r);
 /* Resident set size in bytes (statm), or 0. */
 uint64_t resid_rss(struct resid *r);
-/*
- * Reads fields of /proc/PID/status: for each name[i] ("Tgid", "ShdPnd"...)
- * found, val[i] gets its number (hexadecimal when base is 16, else decimal;
- * a "kB" unit is not applied). Fields not found keep their values. Returns 0,
- * or -1 when the file cannot be read (the process is gone).
- */
-int resid_status(pid_t pid, const char *const *name, unsigned long long *val, int n, int base);
 /* VmHWM in bytes from /proc/PID/status, or 0 when it cannot be read. */
 uint64_t resid_vmhwm(pid_t pid);
 

@@ -161,13 +161,6 @@ struct proc *tracer_proc(struct tracer *T, pid_t pid);
 void proc_fin(struct proc *p);
 /* Unlinks process p from the table and frees it. */
 void tracer_drop_proc(struct tracer *T, struct proc *p);
-/*
- * The state letter of thread tid (R, S, t, Z...) from /proc/TID/stat, 0 when
- * it is gone; with tracer, its TracerPid too.
- */
-char proc_thread_state(pid_t tid, pid_t *tracer);
-/* Its command line from /proc/PID/cmdline, NULL-terminated; NULL when unreadable. Caller frees. */
-char **proc_read_argv(pid_t pid);
 double tracer_now(const struct tracer *T);
 
 /* sysc.c: the mapping syscalls. sysc_entry returns the ptrace request to restart the thread with. */
