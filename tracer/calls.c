@@ -16,8 +16,11 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "tracer/calls.h"
+#include "tracer/capture.h"
+#include "tracer/core.h"
 #include "tracer/rescue.h"
-#include "tracer/tracee.h"
+#include "tracer/sysc.h"
 
 static int mem_read(void *arg, uint64_t addr, void *buf, size_t n)
 {

@@ -11,9 +11,12 @@
 #include <sys/uio.h>
 
 #include "common/error.h"
+#include "tracer/core.h"
+#include "tracer/detach.h"
+#include "tracer/follow.h"
 #include "tracer/loop.h"
 #include "tracer/rescue.h"
-#include "tracer/tracee.h"
+#include "tracer/sysc.h"
 
 #define LEAVE_ROUNDS 4
 #define LEAVE_TIMEOUT_S 5.0     /* for every thread to stop */

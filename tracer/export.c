@@ -6,7 +6,8 @@
 #include "common/error.h"
 #include "common/snap.h"
 #include "symbols/sym.h"
-#include "tracer/tracee.h"
+#include "tracer/core.h"
+#include "tracer/export.h"
 
 static const char *stop_names[STOP__COUNT] = {
 	[STOP_SECCOMP] = "stops.seccomp",

@@ -24,8 +24,10 @@
 
 #include "common/error.h"
 #include "tracer/caveats.h"
+#include "tracer/core.h"
+#include "tracer/export.h"
 #include "tracer/loop.h"
-#include "tracer/tracee.h"
+#include "tracer/run.h"
 
 #ifndef MADV_DONTNEED_LOCKED
 #define MADV_DONTNEED_LOCKED 24

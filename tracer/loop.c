@@ -21,11 +21,16 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "tracer/calls.h"
+#include "tracer/capture.h"
+#include "tracer/core.h"
 #include "tracer/event.h"
+#include "tracer/follow.h"
 #include "tracer/loop.h"
 #include "tracer/procfs.h"
 #include "tracer/rescue.h"
-#include "tracer/tracee.h"
+#include "tracer/run.h"
+#include "tracer/sysc.h"
 
 volatile sig_atomic_t loop_tick;
 volatile sig_atomic_t loop_forward[65];
@@ -250,7 +255,7 @@ static void run_event(struct tracer *T, struct stop *s)
 		struct tracee *c = learn_child(T, t);
 		/* A thread's stacks read on into the call that started it. */
 		if (c && s->ev == EVENT_CLONE)
-			sysc_thread_origin(T, t, c);
+			capture_thread_origin(T, t, c);
 		restart(t, PTRACE_CONT, 0);
 		return;
 	}

@@ -7,9 +7,9 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "tracer/core.h"
 #include "tracer/procfs.h"
 #include "tracer/rescue.h"
-#include "tracer/tracee.h"
 
 double tracer_now(const struct tracer *T)
 {

@@ -12,8 +12,10 @@
 
 #include "common/error.h"
 #include "common/snap.h"
+#include "tracer/core.h"
+#include "tracer/export.h"
 #include "tracer/loop.h"
-#include "tracer/tracee.h"
+#include "tracer/run.h"
 
 /* How often at most a growing peak is written again, so that a killed ptfil leaves a recent one. */
 #define CHECKPOINT_SECONDS 1.0

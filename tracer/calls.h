@@ -1,0 +1,27 @@
+/*
+ * The malloc family and the load hook as seen at their breakpoints (calls.c).
+ */
+#ifndef PTFIL_CALLS_H
+#define PTFIL_CALLS_H
+
+#include <sys/user.h>
+
+struct tracer;
+struct tracee;
+
+/*
+ * calls_owns: true when thread t, stopped with
+ * regs, is just past one of ptfil's int3s (a hook, or the trampoline while a
+ * hooked call of t is in flight).
+ */
+int calls_owns(const struct tracee *t, const struct user_regs_struct *regs);
+/* Handles the SIGTRAP of an int3 that calls_owns: the call is noted and the thread restarted. */
+void calls_trap(struct tracer *T, struct tracee *t, struct user_regs_struct *regs);
+/*
+ * Leaving: the same SIGTRAP, but the thread stays stopped, undone so that it
+ * can run without ptfil (rip back on a breakpoint whose byte goes back; a
+ * hijacked return completed).
+ */
+void calls_park_trap(struct tracer *T, struct tracee *t, struct user_regs_struct *regs);
+
+#endif

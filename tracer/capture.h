@@ -1,0 +1,31 @@
+/*
+ * Taking a stopped thread's call stack: its native frames (tracer/unwind.c),
+ * its Python frames (tracer/pystack.c) merged in, and the stack that started
+ * the thread put outward of it; interned as one stack id.
+ */
+#ifndef PTFIL_CAPTURE_H
+#define PTFIL_CAPTURE_H
+
+#include <stdint.h>
+#include <sys/user.h>
+
+struct tracer;
+struct tracee;
+struct proc;
+
+/* Unwinds the stopped thread (regs as at the stop) and interns its stack; STACKS_ROOT when nothing could be read. */
+uint32_t capture_stack(struct tracer *T, struct tracee *t, const struct user_regs_struct *regs);
+/*
+ * capture_stack in two halves, so that the thread can run on between them:
+ * capture_begin takes what must be taken while it is stopped (its registers,
+ * which must stay valid until capture_finish, and a copy of its stack);
+ * capture_finish unwinds from that copy. Valid only while the thread cannot
+ * change the frames above its stack pointer at the stop (it is inside a call
+ * whose return stops it), and with no other capture in between.
+ */
+void capture_begin(struct tracer *T, struct tracee *t, const struct user_regs_struct *regs);
+uint32_t capture_finish(struct tracer *T, struct tracee *t);
+/* At a clone event of thread t: the new thread child of the same process records t's stack as its origin. */
+void capture_thread_origin(struct tracer *T, struct tracee *t, struct tracee *child);
+
+#endif

@@ -1,0 +1,74 @@
+/*
+ * The tracing session: options, the process and thread tables, the shared
+ * stack trie, module registry and unwinder, stop counters. Every tracer/ file
+ * that handles stops includes this, and the headers of the modules it calls.
+ */
+#ifndef PTFIL_CORE_H
+#define PTFIL_CORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "tracer/proc.h"
+#include "tracer/pystack.h"
+#include "tracer/stacks.h"
+#include "tracer/tracee.h"
+#include "tracer/tracer.h"
+#include "tracer/unwind.h"
+
+#define TRACER_SPIN_US 50 /* default of PTFIL_SPIN_US: loop_wait */
+
+/* Why ptfil stopped the target, counted for the snapshot (DESIGN's stop budget). */
+enum stop_kind {
+	STOP_SECCOMP, STOP_SYSCALL_EXIT, STOP_SIGNAL, STOP_GROUP, STOP_NEW_TASK,
+	STOP_CLONE, STOP_EXEC, STOP_EXIT, STOP_BP_ENTRY, STOP_BP_RETURN, STOP_DL_DEBUG,
+	STOP_OTHER, STOP__COUNT
+};
+
+#define TRACER_HASH 256
+#define TRACER_RETIRED 1024
+
+struct tracer {
+	struct tracer_opts opts;
+	struct proc *procs;
+	struct tracee *threads[TRACER_HASH];
+	size_t n_threads;
+	struct stacks stacks;
+	struct modreg reg;
+	struct unwind unw;
+	struct pynames pynames; /* the Python frames' names, for every process */
+	struct pystats pystats;
+	int no_python;          /* PTFIL_NO_PYTHON set: native stacks only, to measure what Python frames cost */
+	double spin;            /* seconds to poll for the next stop after a hooked call's stop (PTFIL_SPIN_US) */
+	int spin_next;          /* the stop just handled was a hooked call's: poll before sleeping */
+	pid_t main_pid;
+	int main_status;       /* shell-style, -1 until the main process exits */
+	int attach;            /* attach mode: never kill, leave every process as it was */
+	const char *output;    /* the main snapshot's path */
+	unsigned live_written; /* SIGUSR1 snapshots so far */
+	double t0;             /* monotonic seconds at start */
+	double start_time;     /* unix time at start */
+	double deadline;       /* --duration: when to leave, 0 for never */
+	uint64_t stops[STOP__COUNT];
+	uint64_t refreshes;
+	uint64_t reconciled;      /* mappings found by proc_reconcile */
+	uint64_t nested_calls;    /* hooked calls made inside the allocator, not counted */
+	struct capture {        /* the capture begun (capture_begin) */
+		pid_t tid;
+		uint32_t native;    /* its native stack, or STACKS_PENDING: still to unwind */
+		int py;             /* its process's Python frames were readable: time it for the counters */
+		double begin_s;     /* seconds spent in capture_begin */
+	} capture;
+	uint32_t main_stack_node;
+	uint32_t new_thread_frame; /* the "[new thread]" pseudo frame, STACKS_FAILED until made */
+	/*
+	 * Threads ptfil has seen go (exited, released): a creator's clone or fork
+	 * event that reports one late must not bring it back as a thread to wait
+	 * for. A ring of the last TRACER_RETIRED.
+	 */
+	pid_t retired[TRACER_RETIRED];
+	unsigned retired_next;
+};
+
+#endif

@@ -1,0 +1,34 @@
+/*
+ * Processes that are there already (attach) or appear (fork, vfork, exec):
+ * followed, or cleaned of the breakpoints they inherited and let go; and
+ * anonymous memory that no hooked call made, found in the maps (follow.c).
+ */
+#ifndef PTFIL_FOLLOW_H
+#define PTFIL_FOLLOW_H
+
+#include <sys/types.h>
+
+struct tracer;
+struct tracee;
+struct proc;
+
+/*
+ * Starts profiling p, which is running already: its memory now is charged
+ * to the pseudo frame named pseudo; with arm, its breakpoints go in (tid is
+ * a stopped thread of it). Returns 0, or -1 after error().
+ */
+int proc_follow(struct tracer *T, struct proc *p, pid_t tid, const char *pseudo, int arm);
+/* True when p is a vfork child that still runs in its parent's address space. */
+int proc_shares_vm(const struct proc *p);
+/* A new child's first stop (sig: the signal it stopped with, to pass on). Returns 1 when it was let go. */
+int procs_first_stop(struct tracer *T, struct tracee *t, int sig);
+/* After exec, before the new image is set up. Returns 1 when the thread was let go. */
+int procs_exec(struct tracer *T, struct tracee *t);
+/*
+ * Attach mode, at most once a second: anonymous mappings that no hooked call
+ * made (a raw mmap system call, the dynamic linker's own) and that hold no
+ * heap block are charged to the pseudo frame [unhooked mmap].
+ */
+void proc_reconcile(struct tracer *T, struct proc *p);
+
+#endif

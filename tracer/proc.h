@@ -1,0 +1,77 @@
+/*
+ * A traced process: its address space's ledger, heap, hooks, modules and
+ * residency files; and the tables of processes and threads (proc.c).
+ */
+#ifndef PTFIL_PROC_H
+#define PTFIL_PROC_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/u64map.h"
+#include "tracer/heap.h"
+#include "tracer/hooks.h"
+#include "tracer/ledger.h"
+#include "tracer/modules.h"
+#include "tracer/pystack.h"
+#include "tracer/resid.h"
+
+struct tracer;
+struct tracee;
+
+#define TRACER_MAX_SAMPLES 4096
+#define TRACER_SPIN_US 50 /* default of PTFIL_SPIN_US: loop_wait */
+
+struct sample { double time; uint64_t charged, rss; };
+
+struct proc {
+	pid_t pid;
+	int profiled;          /* charged into a ledger; other processes are only kept running */
+	int ready;             /* the first exec has happened: the ledger and files are set up */
+	int fresh;             /* a new child not looked at yet: followed or cleaned at its first stop */
+	int shares_vm;         /* a vfork child: its text is its parent's until it execs */
+	int wrappers;          /* no seccomp filter (attach): the libc mapping calls are hooked instead */
+	pid_t parent;          /* the traced process that forked it, 0 for the main one */
+	int nthreads;
+	char **argv;           /* the command line, NULL-terminated (from /proc for all but a launched program) */
+	int status;            /* shell-style exit status, -1 while it runs */
+	double started;        /* when ptfil first saw it (tracer_now) */
+	double end_time;       /* when it exited, 0 while it runs */
+	uint64_t vmhwm;
+	double snap_written_at;/* when its peak snapshot was last written */
+	double snap_peak_time; /* the peak time that snapshot holds */
+	struct sample *samples; size_t n_samples;  /* the timeline, bounded */
+	double reconciled_at;  /* attach: when the maps were last compared with the ledger */
+	struct u64map seen;    /* attach: starts of mappings already looked at by proc_reconcile */
+	unsigned sample_stride, sample_skip;
+	struct resid resid;
+	struct ledger ledger;
+	struct modmap mm;
+	double maps_loaded_at;
+	int maps_dirty;        /* objects may have been mapped or unmapped since maps were read */
+	uint64_t brk_cur;      /* page-aligned end of the brk heap, 0 until known */
+	uint64_t last_faults;  /* fault count at the last full residency refresh */
+	double faults_checked_at;
+	struct hooks hooks;    /* breakpoints in this process's text */
+	struct heap heap;      /* live malloc-family blocks */
+	struct pyproc py;      /* its CPython, when it runs one: where to read Python frames */
+	struct proc *next;
+};
+
+
+struct tracee *tracer_find(struct tracer *T, pid_t tid);
+/* Adds thread tid, finding (or creating) its process from /proc/TID/status. NULL after error(). */
+struct tracee *tracer_add_thread(struct tracer *T, pid_t tid);
+/* Forgets thread t (gone, or let go): it is retired, never waited for again. */
+void tracer_remove_thread(struct tracer *T, struct tracee *t);
+/* True when tid was removed lately (tracer_remove_thread) and has not been added since. */
+int tracer_retired(const struct tracer *T, pid_t tid);
+struct proc *tracer_proc(struct tracer *T, pid_t pid);
+/* Frees a process and all it owns (not its threads). */
+void proc_fin(struct proc *p);
+/* Unlinks process p from the table and frees it. */
+void tracer_drop_proc(struct tracer *T, struct proc *p);
+double tracer_now(const struct tracer *T);
+
+#endif
