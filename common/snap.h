@@ -114,10 +114,31 @@ void snap_init(struct snap *s);
 void snap_fin(struct snap *s);
 
 /*
- * Writes s to path as gzip, atomically: a temporary file beside path, then
- * rename. Returns 0, or -1 after reporting with error() (path is untouched).
+ * Writes s to path as gzip. A regular file, or a name not taken yet, is
+ * replaced atomically: a temporary file beside it, then rename (a symlink is
+ * followed, and the file it names is replaced). Anything else, a device, a
+ * FIFO, a terminal, is written in place, with the whole snapshot at once.
+ * Returns 0, or -1 after reporting with error() (a regular file is then
+ * untouched).
  */
 int snap_write(const struct snap *s, const char *path);
+
+/*
+ * Before a run: whether a snapshot can be written to path, so that a bad
+ * output is found before the program starts or a process is attached, not
+ * after. Without path, whether the current directory takes a new file (the
+ * default name). A device or a FIFO is opened now and kept open for
+ * snap_write(path): a FIFO waits here for its reader, as a shell's
+ * redirection does. Returns 0, or -1 after one error() line naming path and why.
+ */
+int snap_output_check(const char *path);
+
+/*
+ * Whether snap_write(path) writes in place (path is, or links to, a device
+ * or a FIFO): such an output takes one snapshot, the last, since a rewrite
+ * would follow the first in the stream instead of replacing it.
+ */
+int snap_output_in_place(const char *path);
 
 /*
  * Reads a snapshot into s (which snap_read initializes; the caller calls

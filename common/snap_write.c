@@ -1,17 +1,24 @@
-/* Writes a struct snap as a gzip-compressed snapshot file, atomically. */
+/*
+ * Writes a struct snap as a gzip-compressed snapshot file: atomically over a
+ * regular file, in place into a device or a FIFO.
+ */
 #include "common/snap.h"
 #include "common/snap_syntax.h"
 #include "common/error.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <locale.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -399,6 +406,253 @@ static void put_snap(struct writer *w, const struct snap *s)
 	flush(w);
 }
 
+/* ---- where the snapshot goes --------------------------------------------- */
+
+/*
+ * A regular file, or a name not taken yet, is replaced atomically (a
+ * temporary file beside it, then rename), so a reader never sees half a
+ * snapshot and a failed write keeps the previous one. Anything else is
+ * written in place: a rename would put a regular file where a device, a FIFO
+ * or a terminal was (as root, over /dev/null). A symlink stays a link: the
+ * file it names is the one replaced.
+ */
+enum out_kind { OUT_REPLACE, OUT_IN_PLACE };
+
+/* The output opened in place by snap_output_check, kept for snap_write. */
+static struct {
+	char *path;
+	int fd;
+} kept = { NULL, -1 };
+
+/*
+ * The name a chain of symlinks at path ends at, whether that file exists or
+ * not. Caller frees; NULL with errno on a loop or out of memory.
+ */
+static char *follow_links(const char *path)
+{
+	char *cur = strdup(path);
+	for (int hops = 0; cur; hops++) {
+		struct stat st;
+		if (lstat(cur, &st) < 0 || !S_ISLNK(st.st_mode))
+			return cur;
+		char target[PATH_MAX];
+		ssize_t n = hops < 40 ? readlink(cur, target, sizeof(target) - 1) : -1;
+		if (n < 0) {
+			int err = hops < 40 ? errno : ELOOP;
+			free(cur);
+			errno = err;
+			return NULL;
+		}
+		target[n] = '\0';
+		const char *slash = strrchr(cur, '/');
+		size_t dirlen = target[0] == '/' || !slash ? 0 : (size_t)(slash - cur) + 1;
+		char *next = malloc(dirlen + (size_t)n + 1);
+		if (next) {
+			memcpy(next, cur, dirlen);
+			memcpy(next + dirlen, target, (size_t)n + 1);
+		}
+		free(cur);
+		cur = next;
+	}
+	errno = ENOMEM;
+	return NULL;
+}
+
+/*
+ * How path is written. For OUT_REPLACE, *file is the name to replace (path
+ * with its symlinks followed; caller frees). -1 with errno when path cannot
+ * be a snapshot (EISDIR for a directory, ENXIO for a socket).
+ */
+static int out_kind(const char *path, char **file)
+{
+	struct stat st, fst;
+	*file = NULL;
+	/* Missing: a new file, or a symlink to one. */
+	int exists = stat(path, &st) == 0;
+	if (!exists && errno != ENOENT)
+		return -1;
+	if (exists && S_ISDIR(st.st_mode)) {
+		errno = EISDIR;
+		return -1;
+	}
+	if (exists && S_ISSOCK(st.st_mode)) {
+		errno = ENXIO;
+		return -1;
+	}
+	if (exists && !S_ISREG(st.st_mode))
+		return OUT_IN_PLACE;
+	if (!(*file = follow_links(path)))
+		return -1;
+	/*
+	 * /dev/stdout on a deleted file, or a /proc link into another mount
+	 * namespace: the link's text names no file, or another one. Only the
+	 * link reaches the file the user means.
+	 */
+	if (exists && (stat(*file, &fst) < 0 || st.st_dev != fst.st_dev || st.st_ino != fst.st_ino)) {
+		free(*file);
+		*file = NULL;
+		return OUT_IN_PLACE;
+	}
+	return OUT_REPLACE;
+}
+
+int snap_output_in_place(const char *path)
+{
+	char *file;
+	int kind = out_kind(path, &file);
+	free(file);
+	return kind == OUT_IN_PLACE;
+}
+
+/*
+ * Opens a device or a FIFO for writing, without creating anything. A FIFO
+ * waits for its reader, as a shell's redirection does; saying so first
+ * tells the user why nothing happens. -1 with errno.
+ */
+static int open_in_place(const char *path)
+{
+	int fd = open(path, O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	if (fd < 0 && errno == ENXIO) {
+		struct stat st;
+		if (stat(path, &st) == 0 && S_ISFIFO(st.st_mode))
+			fprintf(stderr, "%s: waiting for a reader of FIFO %s\n", error_progname(), path);
+		fd = open(path, O_WRONLY | O_NOCTTY | O_CLOEXEC);
+		return fd;
+	}
+	/* Opened without waiting: writes may wait, as they would on a terminal or a pipe. */
+	if (fd >= 0) {
+		int fl = fcntl(fd, F_GETFL);
+		if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0) {
+			int err = errno;
+			close(fd);
+			errno = err;
+			return -1;
+		}
+	}
+	return fd;
+}
+
+/* Whether a file can be created beside `file`: the temporary file of the atomic write. */
+static int probe_create(const char *file)
+{
+	size_t tlen = strlen(file) + 32;
+	char *tmp = malloc(tlen);
+	if (!tmp) {
+		errno = ENOMEM;
+		return -1;
+	}
+	snprintf(tmp, tlen, "%s.tmp.%ld", file, (long)getpid());
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0666);
+	int err = errno;
+	if (fd >= 0) {
+		close(fd);
+		unlink(tmp);
+	}
+	free(tmp);
+	errno = err;
+	return fd >= 0 ? 0 : -1;
+}
+
+int snap_output_check(const char *path)
+{
+	if (!path) {
+		/* The default name is made later, from the program's pid: any name in "." tells. */
+		if (probe_create("ptfil-check") == 0)
+			return 0;
+		char cwd[PATH_MAX];
+		int err = errno;
+		if (!getcwd(cwd, sizeof(cwd)))
+			strcpy(cwd, ".");
+		errno = err;
+		return error_errno("cannot write the snapshot in the current directory %s (give another with -o)", cwd);
+	}
+	if (!*path)
+		return error("cannot write the snapshot to '': empty file name");
+	char *file;
+	int kind = out_kind(path, &file);
+	if (kind < 0) {
+		if (errno == EISDIR)
+			return error("cannot write the snapshot to %s: it is a directory", path);
+		if (errno == ENXIO)
+			return error("cannot write the snapshot to %s: it is a socket", path);
+		return error_errno("cannot write the snapshot to %s", path);
+	}
+	if (kind == OUT_REPLACE) {
+		int rc = probe_create(file);
+		if (rc < 0 && strcmp(file, path) != 0)
+			error_errno("cannot write the snapshot to %s (a link to %s)", path, file);
+		else if (rc < 0)
+			error_errno("cannot write the snapshot to %s", path);
+		free(file);
+		return rc;
+	}
+	/* Opened now, before the run: a missing reader is found before, not after, and nothing is left waiting at the end. */
+	int fd = open_in_place(path);
+	if (fd < 0)
+		return error_errno("cannot write the snapshot to %s", path);
+	char *copy = strdup(path);
+	if (!copy) {
+		close(fd);
+		return error("cannot write the snapshot to %s: out of memory", path);
+	}
+	if (kept.fd >= 0)
+		close(kept.fd);
+	free(kept.path);
+	kept.path = copy;
+	kept.fd = fd;
+	return 0;
+}
+
+/*
+ * Copies all of memfd to fd. A write cut by the tracer's timer (SIGALRM) or
+ * dump request (SIGUSR1) is not a reason to stop, so those wait until the
+ * copy is done; any other signal (Ctrl-C) ends a copy that a reader does not
+ * take. SIGPIPE is held too: a reader that went away is an error, EPIPE, not
+ * the death of ptfil. 0, or -1 with errno.
+ */
+static int copy_out(int memfd, int fd)
+{
+	sigset_t hold, old, pending;
+	sigemptyset(&hold);
+	sigaddset(&hold, SIGALRM);
+	sigaddset(&hold, SIGUSR1);
+	sigaddset(&hold, SIGPIPE);
+	sigpending(&pending);
+	int pipe_pending = sigismember(&pending, SIGPIPE);
+	sigprocmask(SIG_BLOCK, &hold, &old);
+
+	char buf[64 * 1024];
+	int err = 0;
+	off_t off = 0;
+	ssize_t n;
+	while (!err && (n = pread(memfd, buf, sizeof(buf), off)) != 0) {
+		if (n < 0) {
+			err = errno;
+			break;
+		}
+		off += n;
+		for (ssize_t done = 0; done < n && !err;) {
+			ssize_t put = write(fd, buf + done, (size_t)(n - done));
+			if (put > 0)
+				done += put;
+			else
+				err = put < 0 ? errno : EIO;
+		}
+	}
+	/* Ours, not the program's: a SIGPIPE raised by this copy is taken back. */
+	sigpending(&pending);
+	if (!pipe_pending && sigismember(&pending, SIGPIPE)) {
+		sigset_t only;
+		sigemptyset(&only);
+		sigaddset(&only, SIGPIPE);
+		struct timespec zero = { 0, 0 };
+		sigtimedwait(&only, NULL, &zero);
+	}
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	errno = err;
+	return err ? -1 : 0;
+}
+
 /* Makes the rename itself durable; a failure here loses nothing already written. */
 static void sync_dir(const char *path)
 {
@@ -414,6 +668,95 @@ static void sync_dir(const char *path)
 	free(dir);
 }
 
+/* Compresses s through fd, which the caller keeps: the whole write, or the cause of its failure in w. */
+static void write_gz(struct writer *w, const struct snap *s, int fd)
+{
+	int gzfd = dup(fd);
+	if (gzfd >= 0)
+		w->gz = gzdopen(gzfd, "wb6");
+	if (!w->gz) {
+		int err = errno ? errno : ENOMEM;
+		if (gzfd >= 0)
+			close(gzfd);
+		fail(w, err, "open");
+		return;
+	}
+	gzbuffer(w->gz, 128 * 1024);
+	/* Doubles must read back in any locale: write them in "C". */
+	locale_t c = newlocale(LC_ALL_MASK, "C", (locale_t)0);
+	locale_t old = c ? uselocale(c) : (locale_t)0;
+	put_snap(w, s);
+	if (c) {
+		uselocale(old);
+		freelocale(c);
+	}
+	errno = 0;
+	int rc = gzclose(w->gz);
+	if (rc != Z_OK)
+		fail(w, rc == Z_ERRNO && errno ? errno : EIO, "write");
+}
+
+/*
+ * In place: the whole snapshot is made in memory first, so that a device or
+ * a reader gets all of it or nothing of ptfil's making.
+ */
+static void write_in_place(struct writer *w, const struct snap *s, const char *path)
+{
+	int memfd = memfd_create("ptfil-snapshot", MFD_CLOEXEC);
+	if (memfd < 0) {
+		fail(w, errno, "make room for");
+		return;
+	}
+	write_gz(w, s, memfd);
+	int fd = -1;
+	if (!w->failed && kept.path && !strcmp(kept.path, path)) {
+		fd = kept.fd;
+		free(kept.path);
+		kept.path = NULL;
+		kept.fd = -1;
+	} else if (!w->failed && (fd = open_in_place(path)) < 0) {
+		fail(w, errno, "write");
+	}
+	if (fd >= 0) {
+		if (copy_out(memfd, fd) < 0)
+			fail(w, errno, "write");
+		if (close(fd) < 0)
+			fail(w, errno, "close");
+	}
+	close(memfd);
+}
+
+static void write_replace(struct writer *w, const struct snap *s, const char *file)
+{
+	size_t tlen = strlen(file) + 32;
+	char *tmp = malloc(tlen);
+	if (!tmp) {
+		fail(w, ENOMEM, "allocate");
+		return;
+	}
+	snprintf(tmp, tlen, "%s.tmp.%ld", file, (long)getpid());
+
+	/* A stale file of an earlier ptfil with our pid is ours to replace; a symlink is not. */
+	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0666);
+	if (fd < 0) {
+		fail(w, errno, "create a temporary file for");
+		free(tmp);
+		return;
+	}
+	write_gz(w, s, fd);
+	if (!w->failed && fsync(fd) < 0)
+		fail(w, errno, "sync");
+	if (close(fd) < 0)
+		fail(w, errno, "close");
+	if (!w->failed && rename(tmp, file) < 0)
+		fail(w, errno, "rename temporary file onto");
+	if (w->failed)
+		unlink(tmp);
+	else
+		sync_dir(file);
+	free(tmp);
+}
+
 int snap_write(const struct snap *s, const char *path)
 {
 	struct writer w = { .path = path };
@@ -421,59 +764,21 @@ int snap_write(const struct snap *s, const char *path)
 	if (why)
 		return error("cannot write %s: invalid snapshot: %s", path, why);
 
-	size_t tlen = strlen(path) + 32;
-	char *tmp = malloc(tlen);
-	if (!tmp)
-		return error("cannot write %s: out of memory", path);
-	snprintf(tmp, tlen, "%s.tmp.%ld", path, (long)getpid());
-
-	/* A stale file of an earlier ptfil with our pid is ours to replace; a symlink is not. */
-	int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0666);
-	if (fd < 0) {
-		error_errno("cannot write %s: cannot create temporary file %s", path, tmp);
-		free(tmp);
-		return -1;
-	}
-	int gzfd = dup(fd);
-	if (gzfd >= 0)
-		w.gz = gzdopen(gzfd, "wb6");
-	if (!w.gz) {
-		int err = errno ? errno : ENOMEM;
-		if (gzfd >= 0)
-			close(gzfd);
-		fail(&w, err, "open");
-	} else {
-		gzbuffer(w.gz, 128 * 1024);
-		/* Doubles must read back in any locale: write them in "C". */
-		locale_t c = newlocale(LC_ALL_MASK, "C", (locale_t)0);
-		locale_t old = c ? uselocale(c) : (locale_t)0;
-		put_snap(&w, s);
-		if (c) {
-			uselocale(old);
-			freelocale(c);
-		}
-		errno = 0;
-		int rc = gzclose(w.gz);
-		if (rc != Z_OK)
-			fail(&w, rc == Z_ERRNO && errno ? errno : EIO, "write");
-	}
-	if (!w.failed && fsync(fd) < 0)
-		fail(&w, errno, "sync");
-	if (close(fd) < 0)
-		fail(&w, errno, "close");
-	if (!w.failed && rename(tmp, path) < 0)
-		fail(&w, errno, "rename temporary file onto");
-
+	char *file = NULL;
+	int kind = out_kind(path, &file);
+	if (kind < 0)
+		fail(&w, errno, "write");
+	else if (kind == OUT_IN_PLACE)
+		write_in_place(&w, s, path);
+	else
+		write_replace(&w, s, file);
+	free(file);
 	free(w.buf);
 	free(w.strings.keys);
 	free(w.strings.ids);
 	if (w.failed) {
-		unlink(tmp);
-		free(tmp);
 		errno = w.failed;
 		return error_errno("cannot %s %s", w.failed_what, path);
 	}
-	free(tmp);
-	sync_dir(path);
 	return 0;
 }

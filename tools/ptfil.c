@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/snap.h"
 #include "tracer/tracer.h"
 
 #define DEFAULT_INTERVAL_MS 100
@@ -30,6 +31,8 @@ static void usage(FILE *f)
 		"  -o, --output FILE     write the snapshot to FILE (default: ptfil-NAME-PID.gz\n"
 		"                        in the current directory). It is rewritten at new peaks,\n"
 		"                        at most once a second, so it survives kill -9 of ptfil.\n"
+		"                        A symlink is followed; a device or a FIFO (/dev/stdout)\n"
+		"                        is written in place, once, at the end\n"
 		"  -f, --follow-forks    profile every process the program starts, each to its\n"
 		"                        own snapshot FILE-without-.gz.CHILDPID.gz; without it,\n"
 		"                        children run unprofiled\n"
@@ -60,7 +63,8 @@ static void usage(FILE *f)
 		"3 when PID does not exist or is a zombie, 4 when ptfil may not trace it\n"
 		"(another user, kernel.yama.ptrace_scope, no CAP_SYS_PTRACE), 5 when it is\n"
 		"already traced (a debugger), 2 when PID is ptfil itself or its parent.\n"
-		"Both: 2 for a usage error, 1 when ptfil itself failed.\n",
+		"Both: 2 for a usage error or an output FILE that cannot be written (checked\n"
+		"before PROGRAM starts or PID is touched), 1 when ptfil itself failed.\n",
 		DEFAULT_INTERVAL_MS);
 }
 
@@ -156,6 +160,9 @@ static int cmd_run(int argc, char **argv, int attach)
 			return 2;
 		}
 		o.attach_pid = parse_pid(argv[optind]);
+		/* Before PID is touched: a bad -o found at the end would throw the whole run away. */
+		if (snap_output_check(o.output))
+			return 2;
 		return tracer_attach(&o);
 	}
 	if (optind >= argc) {
@@ -163,6 +170,8 @@ static int cmd_run(int argc, char **argv, int attach)
 		return 2;
 	}
 	o.argv = argv + optind;
+	if (snap_output_check(o.output))
+		return 2;
 	int rc = tracer_launch(&o);
 	return rc < 0 ? 1 : rc;
 }

@@ -70,8 +70,9 @@ def test_program_options_are_its_own():
 
 
 def test_unwritable_snapshot_is_an_error():
+    # Found before the program runs: a usage error (tests/e2e/test_output.py).
     r = run(["launch", "-q", "-o", "/nonexistent-dir/s.gz", "--", target("behave"), "exit", "0"])
-    assert r.returncode == 1, (r.returncode, r.stderr)
+    assert r.returncode == 2, (r.returncode, r.stderr)
     assert b"/nonexistent-dir/s.gz" in r.stderr, r.stderr
 
 

@@ -7,9 +7,14 @@ usage error, a hang or a partial report."""
 
 import os
 import re
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
+import threading
 import unittest
+import zlib
 
 BUILDDIR = os.environ.get("PTFIL_BUILDDIR", os.getcwd())
 SRCDIR = os.environ.get("PTFIL_SRCDIR") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -83,6 +88,41 @@ def view(mode, path):
         raise AssertionError("ptfil-view %s %s did not finish in %d s" % (" ".join(MODES[mode]), path, TIMEOUT))
 
 
+def gzip_member(data):
+    c = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    return c.compress(data) + c.flush()
+
+
+def write_bomb(path, head, body, repeat):
+    """A gzip file of head then body repeated: one gzip member per repetition, each compressed a
+    thousand times (the most deflate does), so 1 GiB costs a second to make and 1 MB of disk."""
+    member = gzip_member(body)
+    with open(path, "wb") as f:
+        f.write(gzip_member(head))
+        for _ in range(repeat):
+            f.write(member)
+
+
+def view_with_usage(path):
+    """ptfil-view PATH: (its CompletedProcess, the CPU seconds it used, its peak RSS in KiB), measured
+    by wait4 on it alone. Killed after TIMEOUT seconds."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        p = subprocess.Popen([VIEW, path], stdin=subprocess.DEVNULL, stdout=out, stderr=err)
+        killer = threading.Timer(TIMEOUT, p.kill)
+        killer.start()
+        try:
+            _, status, usage = os.wait4(p.pid, 0)
+        finally:
+            killer.cancel()
+        p.returncode = os.waitstatus_to_exitcode(status)
+        if killer.finished.is_set() and p.returncode == -signal.SIGKILL:
+            raise AssertionError("ptfil-view %s did not finish in %d s" % (path, TIMEOUT))
+        out.seek(0)
+        err.seek(0)
+        r = subprocess.CompletedProcess(p.args, p.returncode, out.read(), err.read())
+    return r, usage.ru_utime + usage.ru_stime, usage.ru_maxrss
+
+
 class FuzzRegressTest(unittest.TestCase):
     def check_outcome(self, mode, path, r):
         """One run's outcome: shown, or refused cleanly. Returns the error line, or None when shown."""
@@ -127,6 +167,32 @@ class FuzzRegressTest(unittest.TestCase):
                     self.assertEqual(r.returncode, 1, "%s: %r" % (mode, r.stderr))
                     problem = self.check_outcome(mode, path, r)
                     self.assertIn(expected, problem)
+
+    def check_bomb(self, head, body, repeat, expected):
+        """A 1 MB gzip of 1 GiB: refused for what it is, within a few seconds of CPU (the reader used to
+        read it all: 14 to 20 s for blank lines) and without holding it in memory."""
+        d = tempfile.mkdtemp(prefix="ptfil-bomb-")
+        try:
+            path = os.path.join(d, "bomb.gz")
+            write_bomb(path, head, body, repeat)
+            self.assertLess(os.path.getsize(path), 2 << 20)
+            r, cpu, maxrss_kib = view_with_usage(path)
+            self.assertLess(cpu, 5.0, "ptfil-view used %.1f s of CPU on a 1 MB file" % cpu)
+            self.assertLess(maxrss_kib, 256 << 10, "ptfil-view grew to %d MiB on a 1 MB file" % (maxrss_kib >> 10))
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn(expected, self.check_outcome("text", path, r))
+        finally:
+            shutil.rmtree(d)
+
+    def test_gzip_bomb_of_blank_lines(self):
+        self.check_bomb(b"ptfil-snapshot 2\n", b"\n" * (1 << 20), 1024,
+                        "more than 1 MiB of blank lines and comments: not a ptfil snapshot, or corrupted")
+
+    def test_gzip_bomb_of_records(self):
+        # Strings of 64 KiB: every line a valid record, 1 GiB of them.
+        line = b"s " + b"a" * (64 << 10) + b"\n"
+        self.check_bomb(b"ptfil-snapshot 2\n", line * 256, 64,
+                        "MiB, over 64 times its size as no snapshot does: not a ptfil snapshot, or corrupted")
 
     def test_hostile_but_valid_files_are_shown(self):
         for name in sorted(SHOWN):

@@ -638,6 +638,115 @@ START_TEST(test_write_refuses_invalid)
 }
 END_TEST
 
+/* ---- where the snapshot goes ---------------------------------------------- */
+
+START_TEST(test_write_through_symlink)
+{
+	/* The link stays a link; the file it names, in another directory, is replaced there. */
+	struct snap s, back;
+	const char *dir = in_tmp("d"), *real = in_tmp("d/real.gz"), *link = in_tmp("link.gz");
+	ck_assert_int_eq(mkdir(dir, 0700), 0);
+	spit(real, "old", 3);
+	ck_assert_int_eq(symlink("d/real.gz", link), 0);
+	build(&s);
+	ck_assert_int_eq(snap_output_in_place(link), 0);
+	ck_assert_int_eq(snap_output_check(link), 0);
+	ck_assert_int_eq(snap_write(&s, link), 0);
+	struct stat st;
+	ck_assert_int_eq(lstat(link, &st), 0);
+	ck_assert(S_ISLNK(st.st_mode));
+	ck_assert_int_eq(snap_read(real, &back), 0);
+	assert_snap_eq(&s, &back);
+	snap_fin(&back);
+	ck_assert_uint_eq(count_entries(dir), 1);
+	/* A link to a name not taken yet: the file is made at the name. */
+	const char *dangling = in_tmp("dangling.gz");
+	ck_assert_int_eq(symlink("d/new.gz", dangling), 0);
+	ck_assert_int_eq(snap_output_check(dangling), 0);
+	ck_assert_uint_eq(count_entries(dir), 1);  /* the check leaves nothing behind */
+	ck_assert_int_eq(snap_write(&s, dangling), 0);
+	ck_assert_int_eq(lstat(dangling, &st), 0);
+	ck_assert(S_ISLNK(st.st_mode));
+	ck_assert_int_eq(snap_read(in_tmp("d/new.gz"), &back), 0);
+	snap_fin(&back);
+	snap_fin(&s);
+}
+END_TEST
+
+START_TEST(test_write_fifo_in_place)
+{
+	/* A reader first; the snapshot is small enough to sit in the pipe until it reads. */
+	struct snap s, back;
+	const char *fifo = in_tmp("fifo");
+	ck_assert_int_eq(mkfifo(fifo, 0600), 0);
+	int rd = open(fifo, O_RDONLY | O_NONBLOCK);
+	ck_assert_int_ge(rd, 0);
+	ck_assert_int_eq(snap_output_in_place(fifo), 1);
+	ck_assert_int_eq(snap_output_check(fifo), 0);
+	build(&s);
+	ck_assert_int_eq(snap_write(&s, fifo), 0);
+	struct stat st;
+	ck_assert_int_eq(lstat(fifo, &st), 0);
+	ck_assert(S_ISFIFO(st.st_mode));
+	ck_assert_uint_eq(count_entries(tmpdir), 1);
+	char *data = malloc(1 << 20);
+	size_t len = 0;
+	ssize_t n;
+	while ((n = read(rd, data + len, (1 << 20) - len)) > 0)
+		len += (size_t)n;
+	ck_assert_int_eq(n, 0);  /* the writer closed: all of it is there */
+	close(rd);
+	spit(in_tmp("got.gz"), data, len);
+	ck_assert_int_eq(snap_read(in_tmp("got.gz"), &back), 0);
+	assert_snap_eq(&s, &back);
+	snap_fin(&back);
+	snap_fin(&s);
+	free(data);
+}
+END_TEST
+
+START_TEST(test_output_check)
+{
+	static const struct {
+		const char *name;     /* in tmpdir */
+		const char *expect;   /* in the one line of error */
+	} bad[] = {
+		{ "no/such/x.gz", "No such file or directory" },
+		{ "file/x.gz", "Not a directory" },
+		{ "", "it is a directory" },
+	};
+	spit(in_tmp("file"), "x", 1);
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char path[300];
+		snprintf(path, sizeof(path), "%s/%s", tmpdir, bad[i].name);
+		if (!bad[i].name[0])
+			snprintf(path, sizeof(path), "%s", tmpdir);
+		capture_start();
+		int rc = snap_output_check(path);
+		char *msg = capture_end();
+		char want[400];
+		snprintf(want, sizeof(want), "cannot write the snapshot to %s: %s\n", path, bad[i].expect);
+		ck_assert_int_eq(rc, -1);
+		ck_assert_msg(strstr(msg, want) && count_lines(msg) == 1, "wanted '%s', got '%s'", want, msg);
+		free(msg);
+	}
+	/* The default name: whether the current directory takes a file. */
+	char cwd[4096];
+	ck_assert_ptr_nonnull(getcwd(cwd, sizeof(cwd)));
+	ck_assert_int_eq(chdir(tmpdir), 0);
+	ck_assert_int_eq(snap_output_check(NULL), 0);
+	ck_assert_int_eq(chdir("/proc"), 0);
+	capture_start();
+	int rc = snap_output_check(NULL);
+	char *msg = capture_end();
+	ck_assert_int_eq(chdir(cwd), 0);
+	ck_assert_int_eq(rc, -1);
+	ck_assert_ptr_nonnull(strstr(msg, "cannot write the snapshot in the current directory /proc"));
+	free(msg);
+	ck_assert_uint_eq(count_entries(tmpdir), 2);  /* file and stderr.txt: no probe left */
+}
+END_TEST
+
 /* ---- hostile files -------------------------------------------------------- */
 
 START_TEST(test_gzip_truncated_everywhere)
@@ -986,6 +1095,85 @@ START_TEST(test_after_end_and_long_lines)
 }
 END_TEST
 
+START_TEST(test_blank_lines_limited)
+{
+	/* 1 MiB of blank lines and comments in all is read; one byte more is refused, at once. */
+	size_t len, limit = 1 << 20, comment = strlen("# a comment\n");
+	struct snap s;
+	char *d = doc(0, NULL, &len);
+	size_t fill = limit - comment;
+	char *big = malloc(len + fill + 2);
+	memcpy(big, d, 17);
+	memset(big + 17, '\n', fill);
+	memcpy(big + 17 + fill, d + 17, len - 17);
+	ck_assert_int_eq(snap_read_mem(big, len + fill, "big.txt", &s), 0);
+	snap_fin(&s);
+	memset(big + 17 + fill, '\n', 1);
+	memcpy(big + 18 + fill, d + 17, len - 17);
+	capture_start();
+	ck_assert_int_eq(snap_read_mem(big, len + fill + 1, "big.txt", &s), -1);
+	char *msg = capture_end();
+	char want[200];
+	snprintf(want, sizeof(want), "big.txt: line %zu: more than 1 MiB of blank lines and comments: "
+		 "not a ptfil snapshot, or corrupted", 18 + fill + 1);
+	ck_assert_msg(strstr(msg, want), "wanted '%s', got '%s'", want, msg);
+	ck_assert_uint_eq(count_lines(msg), 1);
+	snap_fin(&s);
+	free(msg);
+	free(big);
+	free(d);
+}
+END_TEST
+
+/*
+ * Writes the base document as gzip, with n string lines of 1 MiB after its
+ * first line: of one repeated byte (compressing a thousand times), or of
+ * random hexadecimal (twice, as real text does).
+ */
+static const char *write_long_strings(const char *name, size_t n, int random_text)
+{
+	size_t len, line = 1 << 20;
+	char *d = doc(0, NULL, &len), *text = malloc(line + 1);
+	const char *path = in_tmp(name);
+	gzFile gz = gzopen(path, random_text ? "wb1" : "wb9");
+	ck_assert_ptr_nonnull(gz);
+	ck_assert_int_eq(gzwrite(gz, d, 17), 17);
+	memcpy(text, "s ", 2);
+	for (size_t i = 0; i < n; i++) {
+		for (size_t j = 2; j < line; j++)
+			text[j] = random_text ? "0123456789abcdef"[random() & 15] : 'a';
+		text[line] = '\n';
+		ck_assert_int_eq(gzwrite(gz, text, (unsigned)line + 1), (int)line + 1);
+	}
+	ck_assert_int_eq(gzwrite(gz, d + 17, (unsigned)(len - 17)), (int)(len - 17));
+	ck_assert_int_eq(gzclose(gz), Z_OK);
+	free(text);
+	free(d);
+	return path;
+}
+
+START_TEST(test_gzip_expansion_limited)
+{
+	struct snap s;
+	/* Under 16 MiB, any expansion; 20 MiB of text that compresses as text does, too. */
+	ck_assert_int_eq(snap_read(write_long_strings("15.gz", 15, 0), &s), 0);
+	snap_fin(&s);
+	ck_assert_int_eq(snap_read(write_long_strings("text.gz", 20, 1), &s), 0);
+	snap_fin(&s);
+	/* 20 MiB from some 20 KiB is refused before the end. */
+	const char *path = write_long_strings("bomb.gz", 20, 0);
+	capture_start();
+	ck_assert_int_eq(snap_read(path, &s), -1);
+	char *msg = capture_end();
+	ck_assert_msg(strstr(msg, "bomb.gz: line ") && strstr(msg, ": decompresses to more than ") &&
+		      strstr(msg, " MiB, over 64 times its size as no snapshot does: not a ptfil snapshot, or corrupted"),
+		      "got '%s'", msg);
+	ck_assert_uint_eq(count_lines(msg), 1);
+	snap_fin(&s);
+	free(msg);
+}
+END_TEST
+
 START_TEST(test_gzip_error_messages)
 {
 	/* The error names the file and says what is wrong with it. */
@@ -1035,6 +1223,9 @@ Suite *snap_suite(void)
 	tcase_add_test(tc, test_write_failure_keeps_old_file);
 	tcase_add_test(tc, test_write_readonly_dir);
 	tcase_add_test(tc, test_write_refuses_invalid);
+	tcase_add_test(tc, test_write_through_symlink);
+	tcase_add_test(tc, test_write_fifo_in_place);
+	tcase_add_test(tc, test_output_check);
 	tcase_add_test(tc, test_gzip_truncated_everywhere);
 	tcase_add_test(tc, test_text_truncated_everywhere);
 	tcase_add_test(tc, test_gzip_flipped_bytes);
@@ -1045,6 +1236,8 @@ Suite *snap_suite(void)
 	tcase_add_loop_test(tc, test_bad_records_v2, 0, (int)(sizeof(bad_cases_v2) / sizeof(bad_cases_v2[0])));
 	tcase_add_test(tc, test_after_end_and_long_lines);
 	tcase_add_test(tc, test_gzip_error_messages);
+	tcase_add_test(tc, test_blank_lines_limited);
+	tcase_add_test(tc, test_gzip_expansion_limited);
 	suite_add_tcase(su, tc);
 	return su;
 }
