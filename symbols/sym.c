@@ -42,6 +42,7 @@ struct sym_file {
 	char *build_id;
 	int has_eh;
 	uint64_t eh_off, eh_size;
+	struct stat st;        /* of the file when opened: its identity when it has no build id */
 };
 
 static int libelf_ready(void)
@@ -56,31 +57,24 @@ static int libelf_ready(void)
 }
 
 /*
- * Opens path as a 64-bit little-endian x86-64 executable or shared object.
- * The descriptor is closed before returning: libelf has the whole file mapped
- * (or read) by then, and a process with hundreds of libraries would otherwise
- * hold hundreds of descriptors. quiet suppresses reports (optional debug files).
+ * Reads the file open on fd (named name in messages) as a 64-bit little-endian
+ * x86-64 executable or shared object, and fills *st. The descriptor stays the
+ * caller's: libelf has the whole file mapped (or read) once this returns, so a
+ * process with hundreds of libraries need not hold hundreds of descriptors.
+ * quiet suppresses reports (optional debug files).
  */
-static Elf *open_elf(const char *path, int quiet)
+static Elf *open_elf_fd(int fd, const char *name, int quiet, struct stat *st)
 {
-	struct stat st;
 	Elf *e = NULL;
 	GElf_Ehdr eh;
 	const char *why = NULL;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
 
-	if (fd < 0) {
+	if (fstat(fd, st) < 0) {
 		if (!quiet)
-			error_errno("cannot open %s", path);
+			error_errno("cannot stat %s", name);
 		return NULL;
 	}
-	if (fstat(fd, &st) < 0) {
-		if (!quiet)
-			error_errno("cannot stat %s", path);
-		close(fd);
-		return NULL;
-	}
-	if (!S_ISREG(st.st_mode)) {
+	if (!S_ISREG(st->st_mode)) {
 		why = "not a regular file";
 		goto fail;
 	}
@@ -105,15 +99,28 @@ static Elf *open_elf(const char *path, int quiet)
 		why = elf_errmsg(-1);
 		goto fail;
 	}
-	close(fd);
 	return e;
 fail:
 	if (!quiet)
-		error("cannot read %s: %s", path, why);
+		error("cannot read %s: %s", name, why);
 	if (e)
 		elf_end(e);
-	close(fd);
 	return NULL;
+}
+
+static Elf *open_elf(const char *path, int quiet)
+{
+	struct stat st;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0) {
+		if (!quiet)
+			error_errno("cannot open %s", path);
+		return NULL;
+	}
+	Elf *e = open_elf_fd(fd, path, quiet, &st);
+	close(fd);
+	return e;
 }
 
 static int index_segments(struct sym_file *f, const char *path)
@@ -403,7 +410,7 @@ static int index_symbols(struct sym_file *f, const char *path)
 	return 0;
 }
 
-struct sym_file *sym_open(const char *path)
+struct sym_file *sym_open_fd(int fd, const char *name)
 {
 	struct sym_file *f;
 
@@ -411,26 +418,39 @@ struct sym_file *sym_open(const char *path)
 		return NULL;
 	f = calloc(1, sizeof(*f));
 	if (!f) {
-		error_errno("cannot open %s", path);
+		error_errno("cannot open %s", name);
 		return NULL;
 	}
-	f->elf = open_elf(path, 0);
+	f->elf = open_elf_fd(fd, name, 0, &f->st);
 	if (!f->elf)
 		goto fail;
 	f->image = (const unsigned char *)elf_rawfile(f->elf, &f->image_size);
 	if (!f->image) {
-		error("cannot read %s: %s", path, elf_errmsg(-1));
+		error("cannot read %s: %s", name, elf_errmsg(-1));
 		goto fail;
 	}
-	if (index_segments(f, path) < 0)
+	if (index_segments(f, name) < 0)
 		goto fail;
 	find_build_id(f);
-	if (index_symbols(f, path) < 0)
+	if (index_symbols(f, name) < 0)
 		goto fail;
 	return f;
 fail:
 	sym_close(f);
 	return NULL;
+}
+
+struct sym_file *sym_open(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd < 0) {
+		error_errno("cannot open %s", path);
+		return NULL;
+	}
+	struct sym_file *f = sym_open_fd(fd, path);
+	close(fd);
+	return f;
 }
 
 void sym_close(struct sym_file *f)
@@ -502,9 +522,322 @@ int sym_eh_frame_hdr(const struct sym_file *f, uint64_t *offset, uint64_t *size)
 	return 0;
 }
 
-/* Open addressing keyed by path; a NULL file records a path that failed, so it is neither retried nor reported twice. */
+/* --- .eh_frame without .eh_frame_hdr ------------------------------------- */
+
+/* A bounded reader over the bytes of .eh_frame; vaddr is the link-time address of p. */
+struct eh_cursor {
+	const uint8_t *p, *end;
+	uint64_t vaddr;
+};
+
+static int eh_bytes(struct eh_cursor *c, void *out, size_t n)
+{
+	if ((size_t)(c->end - c->p) < n)
+		return -1;
+	memcpy(out, c->p, n);
+	c->p += n;
+	c->vaddr += n;
+	return 0;
+}
+
+static int eh_leb(struct eh_cursor *c, int is_signed, uint64_t *out)
+{
+	uint64_t v = 0;
+	unsigned shift = 0;
+	uint8_t b;
+
+	do {
+		if (eh_bytes(c, &b, 1) < 0 || shift > 63)
+			return -1;
+		v |= (uint64_t)(b & 0x7f) << shift;
+		shift += 7;
+	} while (b & 0x80);
+	if (is_signed && shift < 64 && (b & 0x40))
+		v |= ~(uint64_t)0 << shift;
+	*out = v;
+	return 0;
+}
+
+/* A pointer in encoding enc (DW_EH_PE_*): absolute or pc-relative, the forms linkers write in .eh_frame. */
+static int eh_pointer(struct eh_cursor *c, uint8_t enc, uint64_t *out)
+{
+	uint64_t at = c->vaddr, v = 0;
+	uint16_t u16;
+	uint32_t u32;
+
+	if (enc == 0xff || (enc & 0x80))
+		return -1; /* omitted, or indirect */
+	switch (enc & 0x0f) {
+	case 0x00: case 0x04: case 0x0c:
+		if (eh_bytes(c, &v, 8) < 0)
+			return -1;
+		break;
+	case 0x01: case 0x09:
+		if (eh_leb(c, (enc & 0x0f) == 0x09, &v) < 0)
+			return -1;
+		break;
+	case 0x02:
+		if (eh_bytes(c, &u16, 2) < 0)
+			return -1;
+		v = u16;
+		break;
+	case 0x0a:
+		if (eh_bytes(c, &u16, 2) < 0)
+			return -1;
+		v = (uint64_t)(int64_t)(int16_t)u16;
+		break;
+	case 0x03:
+		if (eh_bytes(c, &u32, 4) < 0)
+			return -1;
+		v = u32;
+		break;
+	case 0x0b:
+		if (eh_bytes(c, &u32, 4) < 0)
+			return -1;
+		v = (uint64_t)(int64_t)(int32_t)u32;
+		break;
+	default:
+		return -1;
+	}
+	switch (enc & 0x70) {
+	case 0x00:
+		break;
+	case 0x10:
+		v += at;
+		break;
+	default:
+		return -1; /* text-, data- or function-relative: not in .eh_frame of x86-64 objects */
+	}
+	*out = v;
+	return 0;
+}
+
+/*
+ * The pointer encoding of the FDEs whose CIE starts at cie (its length field),
+ * in .eh_frame [start, end) linked at vaddr. Returns 0, or -1 when it cannot be read.
+ */
+static int eh_fde_encoding(const uint8_t *start, const uint8_t *end, uint64_t vaddr, const uint8_t *cie, uint8_t *enc)
+{
+	struct eh_cursor c = { cie, end, vaddr + (uint64_t)(cie - start) };
+	uint32_t len, id;
+	uint8_t version, b;
+	uint64_t skip;
+
+	*enc = 0x00; /* absolute, the default without 'R' */
+	if (eh_bytes(&c, &len, 4) < 0 || len == 0xffffffff || len > (uint64_t)(end - c.p))
+		return -1;
+	c.end = c.p + len;
+	if (eh_bytes(&c, &id, 4) < 0 || id != 0 || eh_bytes(&c, &version, 1) < 0 || (version != 1 && version != 3))
+		return -1;
+	const char *aug = (const char *)c.p;
+	size_t aug_len = strnlen(aug, (size_t)(c.end - c.p));
+	if (aug_len == (size_t)(c.end - c.p))
+		return -1;
+	c.p += aug_len + 1;
+	c.vaddr += aug_len + 1;
+	if (aug[0] != 'z')
+		return aug[0] ? -1 : 0; /* no augmentation data: the default, or a form not known */
+	if (eh_leb(&c, 0, &skip) < 0 || eh_leb(&c, 1, &skip) < 0)
+		return -1; /* code and data alignment factors */
+	if (version == 1 ? eh_bytes(&c, &b, 1) < 0 : eh_leb(&c, 0, &skip) < 0)
+		return -1; /* return address register */
+	if (eh_leb(&c, 0, &skip) < 0)
+		return -1; /* augmentation data length */
+	for (const char *a = aug + 1; *a; a++) {
+		switch (*a) {
+		case 'R':
+			return eh_bytes(&c, enc, 1);
+		case 'P':
+			if (eh_bytes(&c, &b, 1) < 0 || eh_pointer(&c, b & 0x7f, &skip) < 0)
+				return -1;
+			break;
+		case 'L':
+			if (eh_bytes(&c, &b, 1) < 0)
+				return -1;
+			break;
+		case 'S': case 'B': case 'G':
+			break;
+		default:
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static int cmp_fde(const void *pa, const void *pb)
+{
+	const struct sym_fde *a = pa, *b = pb;
+
+	return a->pc < b->pc ? -1 : a->pc > b->pc;
+}
+
+int sym_eh_frame_table(const struct sym_file *f, struct sym_fde **table, size_t *n)
+{
+	size_t shstrndx;
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+	int found = 0;
+
+	*table = NULL;
+	*n = 0;
+	if (elf_getshdrstrndx(f->elf, &shstrndx) < 0)
+		return -1;
+	while (!found && (scn = elf_nextscn(f->elf, scn)) != NULL) {
+		const char *name;
+		found = gelf_getshdr(scn, &sh) && sh.sh_type != SHT_NOBITS && sh.sh_addr &&
+			(name = elf_strptr(f->elf, shstrndx, sh.sh_name)) && strcmp(name, ".eh_frame") == 0;
+	}
+	if (!found || sh.sh_offset > f->image_size || sh.sh_size > f->image_size - sh.sh_offset || sh.sh_addr < f->bias)
+		return -1;
+	const uint8_t *start = f->image + sh.sh_offset, *end = start + sh.sh_size;
+	struct sym_fde *v = NULL;
+	size_t cap = 0, k = 0;
+	struct eh_cursor c = { start, end, sh.sh_addr };
+
+	while (c.p + 4 <= end) {
+		struct eh_cursor entry = c;
+		uint32_t len32, id;
+		uint64_t len;
+		if (eh_bytes(&c, &len32, 4) < 0 || len32 == 0)
+			break; /* the terminator */
+		len = len32;
+		if (len32 == 0xffffffff && eh_bytes(&c, &len, 8) < 0)
+			break;
+		if (len > (uint64_t)(end - c.p) || len < 4)
+			break;
+		struct eh_cursor body = { c.p, c.p + len, c.vaddr };
+		c.p += len;
+		c.vaddr += len;
+		const uint8_t *id_at = body.p;
+		if (eh_bytes(&body, &id, 4) < 0 || id == 0)
+			continue; /* a CIE */
+		/* An FDE: id is the distance back to its CIE. */
+		if (id > (uint64_t)(id_at - start))
+			continue;
+		uint8_t enc;
+		uint64_t pc, range;
+		if (eh_fde_encoding(start, end, sh.sh_addr, id_at - id, &enc) < 0 || eh_pointer(&body, enc, &pc) < 0 ||
+		    eh_pointer(&body, enc & 0x0f, &range) < 0)
+			continue;
+		if (pc == 0 || range == 0 || pc < f->bias)
+			continue; /* discarded by the linker */
+		uint64_t pc_off = pc - f->bias, fde_off = entry.vaddr - f->bias;
+		if (pc_off > INT32_MAX || fde_off > INT32_MAX)
+			continue;
+		if (k == cap) {
+			size_t ncap = cap ? 2 * cap : 1024;
+			struct sym_fde *nv = realloc(v, ncap * sizeof(*nv));
+			if (!nv) {
+				free(v);
+				return error("cannot index the unwind table of an object: out of memory");
+			}
+			v = nv;
+			cap = ncap;
+		}
+		v[k].pc = (int32_t)pc_off;
+		v[k].fde = (int32_t)fde_off;
+		k++;
+	}
+	if (k == 0) {
+		free(v);
+		return -1;
+	}
+	qsort(v, k, sizeof(*v), cmp_fde);
+	*table = v;
+	*n = k;
+	return 0;
+}
+
+/* --- the image as loaded --------------------------------------------------- */
+
+/* The ELF header of a loaded image, checked as open_elf checks a file's. */
+static int image_ehdr(const struct sym_image *im, Elf64_Ehdr *eh)
+{
+	if (im->read(im->ctx, 0, eh, sizeof(*eh)) < 0 || memcmp(eh->e_ident, ELFMAG, SELFMAG) != 0 ||
+	    eh->e_ident[EI_CLASS] != ELFCLASS64 || eh->e_ident[EI_DATA] != ELFDATA2LSB ||
+	    eh->e_machine != EM_X86_64 || eh->e_phentsize != sizeof(Elf64_Phdr) || eh->e_phnum == 0 ||
+	    eh->e_phnum == PN_XNUM)
+		return -1;
+	return 0;
+}
+
+#define SYM_MAX_NOTES (64 * 1024)
+
+/* The build id in a block of notes (aligned to align), as hex; NULL when absent. */
+static char *build_id_in_notes(const uint8_t *p, size_t n, size_t align)
+{
+	size_t pos = 0;
+
+	while (n - pos >= 12) {
+		uint32_t h[3];
+		memcpy(h, p + pos, sizeof(h));
+		size_t name = pos + 12;
+		size_t desc = name + ((h[0] + align - 1) & ~(align - 1));
+		size_t next = desc + ((h[1] + align - 1) & ~(align - 1));
+		if (desc < name || next < desc || next > n || desc + h[1] > n)
+			return NULL;
+		if (h[2] == NT_GNU_BUILD_ID && h[0] == 4 && h[1] > 0 && memcmp(p + name, "GNU", 4) == 0)
+			return hex_string(p + desc, h[1]);
+		pos = next;
+	}
+	return NULL;
+}
+
+int sym_image_build_id(const struct sym_image *im, char **id)
+{
+	Elf64_Ehdr eh;
+	Elf64_Phdr ph[64];
+	uint64_t lowest = UINT64_MAX, bias = 0;
+
+	*id = NULL;
+	if (image_ehdr(im, &eh) < 0)
+		return -1;
+	size_t n = eh.e_phnum < 64 ? eh.e_phnum : 64;
+	if (im->read(im->ctx, eh.e_phoff, ph, n * sizeof(*ph)) < 0)
+		return -1;
+	for (size_t i = 0; i < n; i++) {
+		if (ph[i].p_type == PT_LOAD && ph[i].p_offset < lowest) {
+			lowest = ph[i].p_offset;
+			bias = (ph[i].p_vaddr & SYM_PAGE_MASK) - (ph[i].p_offset & SYM_PAGE_MASK);
+		}
+	}
+	if (lowest == UINT64_MAX)
+		return -1;
+	for (size_t i = 0; i < n && !*id; i++) {
+		if (ph[i].p_type != PT_NOTE || ph[i].p_filesz == 0 || ph[i].p_filesz > SYM_MAX_NOTES ||
+		    ph[i].p_vaddr < bias)
+			continue;
+		uint8_t *notes = malloc(ph[i].p_filesz);
+		if (!notes)
+			return -1;
+		if (im->read(im->ctx, ph[i].p_vaddr - bias, notes, ph[i].p_filesz) == 0)
+			*id = build_id_in_notes(notes, ph[i].p_filesz, ph[i].p_align == 8 ? 8 : 4);
+		free(notes);
+	}
+	return 0;
+}
+
+int sym_image_same_headers(const struct sym_file *f, const struct sym_image *im)
+{
+	Elf64_Ehdr eh;
+	uint8_t buf[64 * sizeof(Elf64_Phdr)];
+
+	if (image_ehdr(im, &eh) < 0 || f->image_size < sizeof(eh) || memcmp(f->image, &eh, sizeof(eh)) != 0)
+		return 0;
+	size_t len = (size_t)eh.e_phnum * sizeof(Elf64_Phdr);
+	if (len > sizeof(buf) || eh.e_phoff > f->image_size || len > f->image_size - eh.e_phoff ||
+	    im->read(im->ctx, eh.e_phoff, buf, len) < 0)
+		return 0;
+	return memcmp(f->image + eh.e_phoff, buf, len) == 0;
+}
+
+/*
+ * Files by what they are, not where they were found: the key is "id:" and the
+ * build id, or for a file without one "file:" and its device, inode, size and
+ * modification time. Open addressing over the keys' hashes.
+ */
 struct sym_cache_slot {
-	char *path;
+	char *key;
 	struct sym_file *f;
 };
 
@@ -513,7 +846,7 @@ struct sym_cache {
 	size_t cap, n;         /* cap is a power of two */
 };
 
-static uint64_t hash_path(const char *s)
+static uint64_t hash_key(const char *s)
 {
 	uint64_t h = 0xcbf29ce484222325ULL;
 
@@ -522,13 +855,24 @@ static uint64_t hash_path(const char *s)
 	return h;
 }
 
-static struct sym_cache_slot *cache_slot(struct sym_cache_slot *slots, size_t cap, const char *path)
+static struct sym_cache_slot *cache_slot(struct sym_cache_slot *slots, size_t cap, const char *key)
 {
-	size_t i = (size_t)hash_path(path) & (cap - 1);
+	size_t i = (size_t)hash_key(key) & (cap - 1);
 
-	while (slots[i].path && strcmp(slots[i].path, path) != 0)
+	while (slots[i].key && strcmp(slots[i].key, key) != 0)
 		i = (i + 1) & (cap - 1);
 	return &slots[i];
+}
+
+/* The key of a file with build id id, or of the file st describes when id is NULL; the caller frees it. */
+static char *cache_key(const char *id, const struct stat *st)
+{
+	char *key;
+	int n = id ? asprintf(&key, "id:%s", id)
+		   : asprintf(&key, "file:%llu:%llu:%llu:%lld.%09ld", (unsigned long long)st->st_dev,
+			      (unsigned long long)st->st_ino, (unsigned long long)st->st_size,
+			      (long long)st->st_mtim.tv_sec, (long)st->st_mtim.tv_nsec);
+	return n < 0 ? NULL : key;
 }
 
 struct sym_cache *sym_cache_new(void)
@@ -552,7 +896,7 @@ void sym_cache_free(struct sym_cache *c)
 	if (!c)
 		return;
 	for (size_t i = 0; i < c->cap; i++) {
-		free(c->slots[i].path);
+		free(c->slots[i].key);
 		sym_close(c->slots[i].f);
 	}
 	free(c->slots);
@@ -567,37 +911,55 @@ static int cache_grow(struct sym_cache *c)
 	if (!ns)
 		return -1;
 	for (size_t i = 0; i < c->cap; i++)
-		if (c->slots[i].path)
-			*cache_slot(ns, ncap, c->slots[i].path) = c->slots[i];
+		if (c->slots[i].key)
+			*cache_slot(ns, ncap, c->slots[i].key) = c->slots[i];
 	free(c->slots);
 	c->slots = ns;
 	c->cap = ncap;
 	return 0;
 }
 
-struct sym_file *sym_cache_get(struct sym_cache *c, const char *path)
+static struct sym_file *cache_find(struct sym_cache *c, const char *id, const struct stat *st)
 {
-	struct sym_cache_slot *s = cache_slot(c->slots, c->cap, path);
+	char *key = cache_key(id, st);
+	struct sym_file *f = key ? cache_slot(c->slots, c->cap, key)->f : NULL;
 
-	if (s->path)
-		return s->f;
-	/* Grow before opening, so that a failure here never strands an opened file. */
-	if (2 * (c->n + 1) > c->cap) {
-		if (cache_grow(c) < 0) {
-			error_errno("cannot open %s", path);
-			return NULL;
-		}
-		s = cache_slot(c->slots, c->cap, path);
-	}
-	char *key = strdup(path);
-	if (!key) {
-		error_errno("cannot open %s", path);
+	free(key);
+	return f;
+}
+
+struct sym_file *sym_cache_find(struct sym_cache *c, const char *build_id)
+{
+	return build_id ? cache_find(c, build_id, NULL) : NULL;
+}
+
+struct sym_file *sym_cache_find_file(struct sym_cache *c, const struct stat *st)
+{
+	return cache_find(c, NULL, st);
+}
+
+struct sym_file *sym_cache_add(struct sym_cache *c, struct sym_file *f)
+{
+	char *key = cache_key(f->build_id, &f->st);
+
+	if (!key || (2 * (c->n + 1) > c->cap && cache_grow(c) < 0)) {
+		free(key);
+		sym_close(f);
+		error("out of memory caching symbols");
 		return NULL;
 	}
-	s->path = key;
-	s->f = sym_open(path);
+	struct sym_cache_slot *s = cache_slot(c->slots, c->cap, key);
+	if (s->key) {
+		/* The same build (or file) met again under another name: one index serves both. */
+		free(key);
+		if (s->f != f)
+			sym_close(f);
+		return s->f;
+	}
+	s->key = key;
+	s->f = f;
 	c->n++;
-	return s->f;
+	return f;
 }
 
 static int dynamic(const struct sym_file *f, const char *name, int data, uint64_t *offset, uint64_t *size)

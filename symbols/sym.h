@@ -11,6 +11,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/stat.h>
 
 struct sym_file;
 
@@ -18,10 +19,37 @@ struct sym_file;
  * file under /usr/lib/debug/.build-id when the object is stripped).
  * Returns NULL after error() when path is not a readable ELF file. sym_close frees. */
 struct sym_file *sym_open(const char *path);
+/*
+ * The same for the file open on fd, named name in messages (the path a user
+ * knows, when fd was opened through another). fd stays the caller's to close,
+ * which it may do at once.
+ */
+struct sym_file *sym_open_fd(int fd, const char *name);
 void sym_close(struct sym_file *f);
 
 /* The GNU build id as lower-case hex, or NULL. Owned by f. */
 const char *sym_build_id(const struct sym_file *f);
+
+/*
+ * An object as it is loaded somewhere (a process's memory, which only the
+ * tracer reads): read copies len bytes found at module offset off into buf and
+ * returns 0, or -1 when they cannot be read. The ELF and program headers lie
+ * at module offset 0 of every object the kernel or ld.so maps.
+ */
+struct sym_image {
+	int (*read)(void *ctx, uint64_t off, void *buf, size_t len);
+	void *ctx;
+};
+
+/*
+ * The GNU build id of a loaded object, from its program headers and PT_NOTE
+ * segments, as lower-case hex in *id (the caller frees it; NULL when the object
+ * has none). Returns 0, or -1 when im cannot be read as a loaded x86-64 ELF object.
+ */
+int sym_image_build_id(const struct sym_image *im, char **id);
+
+/* 1 when the loaded object's ELF header and program headers are f's byte for byte, else 0. */
+int sym_image_same_headers(const struct sym_file *f, const struct sym_image *im);
 
 /*
  * The function containing module offset `offset`, or NULL when none does.
@@ -64,12 +92,39 @@ int sym_dynamic_data(const struct sym_file *f, const char *name, uint64_t *offse
 /* The module offset of the object's entry point. Returns 0, or -1 when it has none. */
 int sym_entry(const struct sym_file *f, uint64_t *offset);
 
-/* A cache of opened files by path, so each object is indexed once. */
+/*
+ * For an object without .eh_frame_hdr (a static executable: gcc links those
+ * without one), the search table that header would hold, built from
+ * .eh_frame: one row per FDE, sorted by pc, laid out as the header's table
+ * (pairs of signed 32-bit offsets) with module offsets as values, so that
+ * module offset 0 serves as its base. Returns 0 with *table (the caller
+ * frees it) and its rows in *n, or -1 when there is no usable .eh_frame.
+ */
+struct sym_fde {
+	int32_t pc, fde;
+};
+int sym_eh_frame_table(const struct sym_file *f, struct sym_fde **table, size_t *n);
+
+/*
+ * Opened files, each indexed once, found by what they are rather than where:
+ * by build id, or (a file without one) by its device, inode, size and
+ * modification time. Two different files at one path (two containers, a
+ * library before and after an upgrade) never share symbols, and one build
+ * found at two paths is indexed once.
+ */
 struct sym_cache;
 struct sym_cache *sym_cache_new(void);
 /* Frees the cache and every file in it. */
 void sym_cache_free(struct sym_cache *c);
-/* The file for path, opened on first use; NULL (remembered, reported once) when it cannot be. Owned by c. */
-struct sym_file *sym_cache_get(struct sym_cache *c, const char *path);
+/* The cached file with this build id (hex), or NULL. Owned by c. */
+struct sym_file *sym_cache_find(struct sym_cache *c, const char *build_id);
+/* The cached file without a build id that st (from fstat) describes, or NULL. Owned by c. */
+struct sym_file *sym_cache_find_file(struct sym_cache *c, const struct stat *st);
+/*
+ * Gives f to c and returns the file cached under f's key: f, or the one cached
+ * before with the same key (f is then closed). NULL after error() when out of
+ * memory (f closed too). Owned by c.
+ */
+struct sym_file *sym_cache_add(struct sym_cache *c, struct sym_file *f);
 
 #endif

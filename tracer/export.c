@@ -94,7 +94,7 @@ static int build(struct tracer *T, struct proc *p, int live, struct snap *s)
 	for (size_t i = 0; i < T->reg.n; i++) {
 		const struct modreg_entry *e = &T->reg.v[i];
 		s->modules[i].path = strdup(e->path);
-		s->modules[i].build_id = e->sym ? dup_or_null(sym_build_id(e->sym)) : NULL;
+		s->modules[i].build_id = dup_or_null(e->build_id); /* as mapped: the file may be gone or replaced */
 		s->modules[i].base = e->base;
 		if (!s->modules[i].path)
 			return -1;

@@ -10,6 +10,7 @@
 #include "common/error.h"
 #include "symbols/maps.h"
 #include "symbols/sym.h"
+#include "tracer/rescue.h"
 
 const char *const hook_names[HOOK__COUNT] = {
 	[HOOK_MALLOC] = "malloc", [HOOK_CALLOC] = "calloc", [HOOK_REALLOC] = "realloc",
@@ -76,61 +77,196 @@ const struct hook_bp *hooks_find(const struct hooks *h, uint64_t addr)
 	return i == U64MAP_NONE || h->v[i].addr != addr ? NULL : &h->v[i];
 }
 
+/* Through a stopped thread: process_vm_readv for reads, ptrace word pokes for writes (text is not writable otherwise). */
+static int tid_read(const struct hooks_mem *m, uint64_t addr, void *buf, size_t n)
+{
+	struct iovec l = { buf, n }, r = { (void *)(uintptr_t)addr, n };
+	if (process_vm_readv(m->tid, &l, 1, &r, 1, 0) == (ssize_t)n)
+		return 0;
+	/* A page the kernel will not lend to process_vm_readv (or a short read): word by word. */
+	for (size_t done = 0; done < n;) {
+		uint64_t at = addr + done, word_addr = at & ~7ULL;
+		errno = 0;
+		long word = ptrace(PTRACE_PEEKTEXT, m->tid, (void *)(uintptr_t)word_addr, NULL);
+		if (errno)
+			return -1;
+		size_t skip = (size_t)(at - word_addr), take = 8 - skip < n - done ? 8 - skip : n - done;
+		memcpy((char *)buf + done, (const char *)&word + skip, take);
+		done += take;
+	}
+	return 0;
+}
+
+static int tid_write(const struct hooks_mem *m, uint64_t addr, const void *buf, size_t n)
+{
+	for (size_t done = 0; done < n;) {
+		uint64_t at = addr + done, word_addr = at & ~7ULL;
+		errno = 0;
+		long word = ptrace(PTRACE_PEEKTEXT, m->tid, (void *)(uintptr_t)word_addr, NULL);
+		if (errno)
+			return -1;
+		size_t skip = (size_t)(at - word_addr), take = 8 - skip < n - done ? 8 - skip : n - done;
+		memcpy((char *)&word + skip, (const char *)buf + done, take);
+		if (ptrace(PTRACE_POKETEXT, m->tid, (void *)(uintptr_t)word_addr, (void *)word))
+			return -1;
+		done += take;
+	}
+	return 0;
+}
+
+struct hooks_mem hooks_mem_tid(pid_t tid)
+{
+	struct hooks_mem m = { tid_read, tid_write, tid, NULL };
+	return m;
+}
+
 /*
  * Writes byte over the byte at addr (an int3, or the original back), keeping
  * the old one in *old when old is not NULL. Returns 0, or -1 after error():
  * a hook that did not go in (or out) matters.
  */
-static int write_byte(pid_t tid, uint64_t addr, uint8_t byte, uint8_t *old)
+static int write_byte(const struct hooks_mem *mem, uint64_t addr, uint8_t byte, uint8_t *old)
 {
-	uint64_t word_addr = addr & ~7ULL;
-	errno = 0;
-	long word = ptrace(PTRACE_PEEKTEXT, tid, (void *)(uintptr_t)word_addr, NULL);
-	if (errno)
-		return error_errno("cannot read the code at %#llx in thread %d", (unsigned long long)addr, (int)tid);
-	unsigned shift = (unsigned)(addr - word_addr) * 8;
+	uint8_t was;
+	if (mem->read(mem, addr, &was, 1))
+		return error_errno("cannot read the code at %#llx", (unsigned long long)addr);
+	/* The crash rescue knows of every int3 before it is in, and forgets it only once the code is back. */
+	if (byte == 0xcc && mem->tid)
+		rescue_byte_note(mem->tid, addr, was);
+	if (mem->write(mem, addr, &byte, 1))
+		return error_errno("cannot write %s at %#llx", byte == 0xcc ? "a breakpoint" : "back the code",
+				   (unsigned long long)addr);
+	if (byte != 0xcc && mem->tid)
+		rescue_byte_forget(mem->tid, addr);
 	if (old)
-		*old = (uint8_t)((unsigned long)word >> shift);
-	word = (long)(((unsigned long)word & ~(0xffUL << shift)) | ((unsigned long)byte << shift));
-	if (ptrace(PTRACE_POKETEXT, tid, (void *)(uintptr_t)word_addr, (void *)word))
-		return error_errno("cannot write a breakpoint at %#llx in thread %d", (unsigned long long)addr, (int)tid);
+		*old = was;
 	return 0;
 }
 
-static int add_bp(struct hooks *h, pid_t tid, uint64_t addr, uint32_t gid, enum hook_fn fn, const char *path)
+static int reindex(struct hooks *h)
 {
-	if (hooks_find(h, addr))
-		return 0; /* an alias (memalign and aligned_alloc share code) */
-	uint8_t code[16];
-	struct iovec l = { code, sizeof(code) }, r = { (void *)(uintptr_t)addr, sizeof(code) };
-	if (process_vm_readv(tid, &l, 1, &r, 1, 0) != (ssize_t)sizeof(code))
-		return error_errno("cannot read %s in %s", hook_names[fn], path);
-	struct emu_insn insn;
-	if (code[0] == 0xcc || emu_decode(code, sizeof(code), &insn)) {
-		/* Without emulation the hook would need single-stepping: leave the function alone, say so once. */
-		if (!h->unhookable++)
-			warning("%s in %s starts with an instruction ptfil cannot emulate; its calls are not seen",
-				hook_names[fn], path);
-		return 0;
-	}
-	if (h->n == h->cap) {
-		size_t cap = h->cap ? h->cap * 2 : 32;
-		struct hook_bp *v = realloc(h->v, cap * sizeof(*v));
-		if (!v)
+	u64map_fin(&h->by_addr);
+	u64map_init(&h->by_addr);
+	for (size_t i = 0; i < h->n; i++)
+		if (u64map_put(&h->by_addr, h->v[i].addr, (uint32_t)i))
 			return error("out of memory");
-		h->v = v;
-		h->cap = cap;
-	}
-	struct hook_bp *b = &h->v[h->n];
-	if (write_byte(tid, addr, 0xcc, &b->orig))
-		return -1;
-	b->addr = addr;
-	b->gid = gid;
-	b->fn = fn;
-	b->insn = insn;
-	if (u64map_put(&h->by_addr, addr, (uint32_t)h->n))
+	return 0;
+}
+
+/* A function to hook, checked but not yet written. */
+struct pending {
+	uint64_t addr;
+	enum hook_fn fn;
+	struct emu_insn insn;
+};
+
+/*
+ * Whether the function fn at addr can be hooked: its first instruction is one
+ * ptfil emulates (so the breakpoint never has to be lifted) and no int3 is
+ * there already. Fills *p. Returns 1, 0 when it cannot be, or -1 after
+ * error() when its code cannot be read.
+ */
+static int hookable(const struct hooks_mem *mem, uint64_t addr, enum hook_fn fn, const char *path, struct pending *p)
+{
+	uint8_t code[16];
+	if (mem->read(mem, addr, code, sizeof(code)))
+		return error_errno("cannot read %s in %s", hook_names[fn], path);
+	if (code[0] == 0xcc || emu_decode(code, sizeof(code), &p->insn))
+		return 0;
+	p->addr = addr;
+	p->fn = fn;
+	return 1;
+}
+
+static int grow(struct hooks *h)
+{
+	if (h->n < h->cap)
+		return 0;
+	size_t cap = h->cap ? h->cap * 2 : 32;
+	struct hook_bp *v = realloc(h->v, cap * sizeof(*v));
+	if (!v)
 		return error("out of memory");
+	h->v = v;
+	h->cap = cap;
+	return 0;
+}
+
+/* Writes the int3 of p and enters it in the table. Returns 0, or -1 after error() (nothing written then). */
+static int arm(struct hooks *h, const struct hooks_mem *mem, const struct pending *p, uint32_t gid)
+{
+	if (grow(h))
+		return -1;
+	struct hook_bp *b = &h->v[h->n];
+	if (write_byte(mem, p->addr, 0xcc, &b->orig))
+		return -1;
+	b->addr = p->addr;
+	b->gid = gid;
+	b->fn = p->fn;
+	b->insn = p->insn;
+	if (u64map_put(&h->by_addr, p->addr, (uint32_t)h->n)) {
+		/* Not findable, so not kept: its byte goes back. */
+		write_byte(mem, p->addr, b->orig, NULL);
+		return error("out of memory");
+	}
 	h->n++;
+	return 0;
+}
+
+/* Takes back the last breakpoints from index `from` on: their bytes go back, they leave the table if they did. */
+static void disarm_from(struct hooks *h, const struct hooks_mem *mem, size_t from)
+{
+	size_t k = from;
+	for (size_t i = from; i < h->n; i++)
+		if (write_byte(mem, h->v[i].addr, h->v[i].orig, NULL))
+			h->v[k++] = h->v[i];
+	if (k != h->n) {
+		h->n = k;
+		reindex(h);
+	}
+}
+
+/*
+ * Hooks the functions of [first, last] that module gid defines, all or none:
+ * a family half hooked (malloc seen, free not) would charge every block for
+ * ever. Returns 0 (also when none could be hooked: said once), or -1 after error().
+ */
+static int hook_group(struct hooks *h, const struct hooks_mem *mem, const struct modreg_entry *e, uint32_t gid,
+		      enum hook_fn first, enum hook_fn last)
+{
+	struct pending p[HOOK__COUNT];
+	size_t n = 0;
+	for (int fn = first; fn <= (int)last; fn++) {
+		uint64_t off;
+		if (fn == HOOK_DL_DEBUG || sym_dynamic(e->sym, hook_names[fn], &off))
+			continue;
+		uint64_t addr = e->base + off;
+		int alias = hooks_find(h, addr) != NULL;
+		for (size_t i = 0; i < n && !alias; i++)
+			alias = p[i].addr == addr; /* memalign and aligned_alloc share code: one breakpoint */
+		if (alias)
+			continue;
+		int ok = hookable(mem, addr, (enum hook_fn)fn, e->path, &p[n]);
+		if (ok < 0)
+			return -1;
+		if (!ok) {
+			/* Without emulation the hook would need single-stepping: the module's family is left alone. */
+			h->unhookable++;
+			warning("%s in %s starts with an instruction ptfil cannot emulate: none of %s's %s is hooked, so %s",
+				hook_names[fn], e->path, e->path,
+				HOOK_IS_WRAPPER(first) ? "mapping call wrappers" : "malloc-family functions",
+				HOOK_IS_WRAPPER(first) ? "mappings it makes are charged from /proc only"
+						       : "its heap blocks are not charged");
+			return 0;
+		}
+		n++;
+	}
+	size_t from = h->n;
+	for (size_t i = 0; i < n; i++) {
+		if (arm(h, mem, &p[i], gid)) {
+			disarm_from(h, mem, from);
+			return -1;
+		}
+	}
 	return 0;
 }
 
@@ -156,7 +292,7 @@ static int mark_scanned(struct hooks *h, uint32_t gid)
 	return 0;
 }
 
-int hooks_exec(struct hooks *h, pid_t tid, const struct modmap *mm, struct modreg *reg)
+int hooks_exec_mem(struct hooks *h, const struct hooks_mem *mem, const struct modmap *mm, struct modreg *reg)
 {
 	forget_all(h);
 	for (size_t i = 0; i < mm->n; i++) {
@@ -169,7 +305,18 @@ int hooks_exec(struct hooks *h, pid_t tid, const struct modmap *mm, struct modre
 		/* The linker's entry code ran once, before its first load event: a safe place for the trampoline. */
 		if (sym_entry(e->sym, &entry) == 0)
 			h->trampoline = e->base + entry;
-		if (add_bp(h, tid, e->base + off, mm->v[i].gid, HOOK_DL_DEBUG, e->path))
+		struct pending p;
+		if (hooks_find(h, e->base + off))
+			continue;
+		int ok = hookable(mem, e->base + off, HOOK_DL_DEBUG, e->path, &p);
+		if (ok < 0)
+			return -1;
+		if (!ok) {
+			warning("%s in %s starts with an instruction ptfil cannot emulate; libraries loaded later are not seen",
+				hook_names[HOOK_DL_DEBUG], e->path);
+			continue;
+		}
+		if (arm(h, mem, &p, mm->v[i].gid))
 			return -1;
 	}
 	/* Forget the mark: the linker is scanned again for malloc-family functions at the first load event. */
@@ -177,22 +324,29 @@ int hooks_exec(struct hooks *h, pid_t tid, const struct modmap *mm, struct modre
 	return 0;
 }
 
-int hooks_scan(struct hooks *h, pid_t tid, const struct modmap *mm, struct modreg *reg)
+/* Whether breakpoint b's byte is known to be gone with its module: mm maps another object there, or nothing. */
+static int unmapped(const struct hook_bp *b, const struct modmap *mm, const struct modreg *reg)
 {
-	/* Breakpoints of unloaded objects would misfire on whatever is mapped there next. */
+	if (mm->n == 0)
+		return 0; /* a reading that found nothing mapped proves nothing */
+	const struct modrange *r = modmap_find(mm, b->addr);
+	return !r || !modreg_same(reg, r->gid, b->gid);
+}
+
+int hooks_scan_mem(struct hooks *h, const struct hooks_mem *mem, const struct modmap *mm, struct modreg *reg)
+{
+	/* Breakpoints of unloaded objects would misfire on whatever is mapped there next; their bytes went with them. */
 	size_t k = 0;
 	for (size_t i = 0; i < h->n; i++) {
-		const struct modrange *r = modmap_find(mm, h->v[i].addr);
-		if (r && r->gid == h->v[i].gid)
+		if (!unmapped(&h->v[i], mm, reg))
 			h->v[k++] = h->v[i];
+		else if (mem->tid)
+			rescue_byte_forget(mem->tid, h->v[i].addr); /* a crash must not write it into what is there now */
 	}
 	if (k != h->n) {
 		h->n = k;
-		u64map_fin(&h->by_addr);
-		u64map_init(&h->by_addr);
-		for (size_t i = 0; i < h->n; i++)
-			if (u64map_put(&h->by_addr, h->v[i].addr, (uint32_t)i))
-				return error("out of memory");
+		if (reindex(h))
+			return -1;
 	}
 	int rc = 0;
 	for (size_t i = 0; i < mm->n; i++) {
@@ -203,35 +357,62 @@ int hooks_scan(struct hooks *h, pid_t tid, const struct modmap *mm, struct modre
 		if (mark_scanned(h, gid))
 			return error("out of memory");
 		if (!e->sym)
-			continue;
-		for (int fn = 0; fn < HOOK__COUNT; fn++) {
-			uint64_t off;
-			if (fn == HOOK_DL_DEBUG || (HOOK_IS_WRAPPER(fn) ? !h->wrappers : h->no_heap))
-				continue;
-			if (sym_dynamic(e->sym, hook_names[fn], &off) == 0 && add_bp(h, tid, e->base + off, gid, fn, e->path))
-				rc = -1;
-		}
+			continue; /* not verified to be the mapped image (modules.c said so): never patched */
+		if (!h->no_heap && hook_group(h, mem, e, gid, HOOK_MALLOC, HOOK_PVALLOC))
+			rc = -1;
+		if (h->wrappers && hook_group(h, mem, e, gid, HOOK_MMAP, HOOK_BRK))
+			rc = -1;
 		/* The break brk moves, which the brk wrapper does not take as an argument. */
 		uint64_t off;
 		if (h->wrappers && !h->curbrk && sym_dynamic_data(e->sym, "__curbrk", &off) == 0)
 			h->curbrk = e->base + off;
 	}
 	if (h->trampoline && !h->trampoline_armed) {
-		if (write_byte(tid, h->trampoline, 0xcc, &h->trampoline_orig))
+		if (write_byte(mem, h->trampoline, 0xcc, &h->trampoline_orig))
 			return -1;
 		h->trampoline_armed = 1;
 	}
 	return rc;
 }
 
-int hooks_remove(struct hooks *h, pid_t tid)
+int hooks_remove_mem(struct hooks *h, const struct hooks_mem *mem)
 {
 	int rc = 0;
-	for (size_t i = 0; i < h->n; i++)
-		if (write_byte(tid, h->v[i].addr, h->v[i].orig, NULL))
+	size_t k = 0;
+	for (size_t i = 0; i < h->n; i++) {
+		if (write_byte(mem, h->v[i].addr, h->v[i].orig, NULL)) {
+			h->v[k++] = h->v[i]; /* its int3 may still be there: not forgotten */
 			rc = -1;
-	if (h->trampoline_armed && write_byte(tid, h->trampoline, h->trampoline_orig, NULL))
+		}
+	}
+	if (h->trampoline_armed && write_byte(mem, h->trampoline, h->trampoline_orig, NULL))
 		rc = -1;
-	forget_all(h);
+	else
+		h->trampoline_armed = 0;
+	if (rc == 0) {
+		forget_all(h);
+		return 0;
+	}
+	h->n = k;
+	h->n_scanned = 0;
+	reindex(h);
 	return rc;
+}
+
+int hooks_exec(struct hooks *h, pid_t tid, const struct modmap *mm, struct modreg *reg)
+{
+	struct hooks_mem mem = hooks_mem_tid(tid);
+	return hooks_exec_mem(h, &mem, mm, reg);
+}
+
+int hooks_scan(struct hooks *h, pid_t tid, const struct modmap *mm, struct modreg *reg)
+{
+	struct hooks_mem mem = hooks_mem_tid(tid);
+	return hooks_scan_mem(h, &mem, mm, reg);
+}
+
+int hooks_remove(struct hooks *h, pid_t tid)
+{
+	struct hooks_mem mem = hooks_mem_tid(tid);
+	return hooks_remove_mem(h, &mem);
 }

@@ -43,10 +43,23 @@ struct hooks {
 	int no_heap;                   /* --mappings-only: not the malloc family */
 	uint64_t curbrk;               /* address of libc's __curbrk when wrappers are hooked, else 0 */
 	uint32_t *scanned; size_t n_scanned, cap_scanned;  /* module ids already looked at */
-	uint64_t unhookable;           /* functions found but not hooked (first instruction unknown) */
+	uint64_t unhookable;           /* modules whose malloc family (or wrappers) was left unhooked: one function could not be */
 };
 
 extern const char *const hook_names[HOOK__COUNT];
+
+/*
+ * The target's memory as the hooks reach it: each call returns 0, or -1 with
+ * errno set when it failed. hooks_mem_tid reads and writes through a stopped
+ * thread with ptrace; a unit test passes a fake memory (ctx is its own).
+ */
+struct hooks_mem {
+	int (*read)(const struct hooks_mem *m, uint64_t addr, void *buf, size_t n);
+	int (*write)(const struct hooks_mem *m, uint64_t addr, const void *buf, size_t n);
+	pid_t tid;             /* hooks_mem_tid's thread */
+	void *ctx;             /* another implementation's state */
+};
+struct hooks_mem hooks_mem_tid(pid_t tid);
 
 /* Storage is the caller's; hooks_fin frees the tables (it does not touch the process). */
 void hooks_init(struct hooks *h);
@@ -55,24 +68,39 @@ void hooks_fin(struct hooks *h);
 int hooks_copy(struct hooks *dst, const struct hooks *src);
 
 /*
- * After an exec, with thread tid stopped: forgets the old image's breakpoints
- * and arms the dynamic linker's load hook (when the image has one). Returns
- * 0, or -1 after error() when a breakpoint could not be written.
+ * After an exec, with the process stopped: forgets the old image's
+ * breakpoints (its text is gone) and arms the dynamic linker's load hook
+ * (when the image has one). Returns 0, or -1 after error() when a breakpoint
+ * could not be written.
  */
-int hooks_exec(struct hooks *h, pid_t tid, const struct modmap *mm, struct modreg *reg);
+int hooks_exec_mem(struct hooks *h, const struct hooks_mem *mem, const struct modmap *mm, struct modreg *reg);
 
 /*
  * At a load event (or after exec of a static program): arms the malloc family
- * in every module not looked at yet, and the return trampoline. Forgets
- * breakpoints of modules no longer mapped. Returns 0 or -1 after error().
+ * in every module not looked at yet, and the return trampoline. A module's
+ * malloc family is hooked all or nothing (an allocator whose free is not seen
+ * would keep every block charged): when one of the functions it defines starts
+ * with an instruction ptfil cannot emulate, none is hooked, and one warning
+ * names the module and the function. The same holds for the mapping calls'
+ * wrappers. Only modules whose file was verified (modules.h) are looked at.
+ *
+ * A breakpoint leaves the table only when its original byte is back in
+ * memory, or when its module is known to be unmapped: mm (from a reading that
+ * found the process's memory) no longer maps that object at its address. An
+ * empty mm says nothing, so nothing is forgotten. Returns 0 or -1 after error().
  */
-int hooks_scan(struct hooks *h, pid_t tid, const struct modmap *mm, struct modreg *reg);
+int hooks_scan_mem(struct hooks *h, const struct hooks_mem *mem, const struct modmap *mm, struct modreg *reg);
 
 /*
- * Puts back the original bytes of every breakpoint and the trampoline, with
- * thread tid (of this process, stopped) doing the writes, and forgets them.
- * Returns 0, or -1 after error() when some could not be restored.
+ * Puts back the original bytes of every breakpoint and the trampoline, and
+ * forgets those it restored. Returns 0, or -1 after error() when some could
+ * not be restored: those stay in the table, their bytes maybe still in memory.
  */
+int hooks_remove_mem(struct hooks *h, const struct hooks_mem *mem);
+
+/* The same three through thread tid of the process, stopped: hooks_mem_tid(tid). */
+int hooks_exec(struct hooks *h, pid_t tid, const struct modmap *mm, struct modreg *reg);
+int hooks_scan(struct hooks *h, pid_t tid, const struct modmap *mm, struct modreg *reg);
 int hooks_remove(struct hooks *h, pid_t tid);
 
 /* The breakpoint at addr, or NULL. */

@@ -32,13 +32,37 @@ static int enc_size(unsigned char enc)
 	}
 }
 
+/*
+ * A table built from .eh_frame (an object without .eh_frame_hdr) lives in
+ * ptfil's memory; libunwind reads tables through access_mem, so each is shown
+ * at an address no process can map (past the canonical x86-64 user half),
+ * one 4 GiB window per module id.
+ */
+#define SYNTH_BASE 0x8000000000000000ULL
+#define SYNTH_WINDOW 32
+
+static uint64_t synth_addr(uint32_t gid) { return SYNTH_BASE + ((uint64_t)gid << SYNTH_WINDOW); }
+
 /* Finds the binary-search table of .eh_frame_hdr once per module; only the encoding every linker writes is used. */
-static void load_eh_table(struct modreg_entry *e)
+static void load_eh_table(struct modreg_entry *e, uint32_t gid)
 {
 	uint64_t off, size;
 	unsigned char h[4];
 	e->eh_state = -1;
-	if (!e->sym || sym_eh_frame_hdr(e->sym, &off, &size) || size < 12 || sym_read(e->sym, off, h, 4))
+	if (!e->sym)
+		return;
+	if (sym_eh_frame_hdr(e->sym, &off, &size)) {
+		/* No header (gcc -static links none): the same table, made from .eh_frame itself. */
+		size_t n;
+		if (sym_eh_frame_table(e->sym, &e->eh_own, &n) || n > UINT32_MAX / sizeof(*e->eh_own))
+			return;
+		e->eh_hdr = 0;
+		e->eh_table = synth_addr(gid);
+		e->eh_count = n;
+		e->eh_state = 1;
+		return;
+	}
+	if (size < 12 || sym_read(e->sym, off, h, 4))
 		return;
 	int ptr_size = enc_size(h[1]);
 	if (h[0] != 1 || ptr_size < 0 || h[2] != DW_EH_PE_udata4 || h[3] != (DW_EH_PE_datarel | DW_EH_PE_sdata4))
@@ -50,6 +74,24 @@ static void load_eh_table(struct modreg_entry *e)
 	e->eh_table = off + 4 + (uint64_t)ptr_size + 4;
 	e->eh_count = count;
 	e->eh_state = 1;
+}
+
+/* A word of a table built from .eh_frame, when addr lies in one's window. Returns 0, or -1 when it does not. */
+static int synth_word(const struct unwind *u, uint64_t addr, uint64_t *val)
+{
+	if (addr < SYNTH_BASE)
+		return -1;
+	uint64_t gid = (addr - SYNTH_BASE) >> SYNTH_WINDOW, off = addr & ((1ULL << SYNTH_WINDOW) - 1);
+	if (gid >= u->reg->n || !u->reg->v[gid].eh_own)
+		return -1;
+	const struct modreg_entry *e = &u->reg->v[gid];
+	uint64_t len = e->eh_count * sizeof(*e->eh_own);
+	if (off >= len)
+		return -1;
+	/* libunwind reads whole words; the last one may reach past the table. */
+	*val = 0;
+	memcpy(val, (const char *)e->eh_own + off, len - off < sizeof(*val) ? len - off : sizeof(*val));
+	return 0;
 }
 
 /*
@@ -87,7 +129,7 @@ static int find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t *p
 		return -UNW_ENOINFO;
 	struct modreg_entry *e = &u->reg->v[r->gid];
 	if (!e->eh_state)
-		load_eh_table(e);
+		load_eh_table(e, r->gid);
 	if (e->eh_state < 0)
 		return -UNW_ENOINFO;
 	unw_dyn_info_t di;
@@ -95,8 +137,9 @@ static int find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t *p
 	di.format = UNW_INFO_FORMAT_REMOTE_TABLE;
 	di.start_ip = r->start;
 	di.end_ip = r->end;
+	/* A table of .eh_frame_hdr is relative to the header; one built from .eh_frame, to module offset 0. */
 	di.u.rti.segbase = e->base + e->eh_hdr;
-	di.u.rti.table_data = e->base + e->eh_table;
+	di.u.rti.table_data = e->eh_own ? e->eh_table : e->base + e->eh_table;
 	di.u.rti.table_len = e->eh_count * 8 / sizeof(unw_word_t);
 	return _Ux86_64_dwarf_search_unwind_table(as, ip, &di, pi, need_unwind_info, arg);
 }
@@ -156,6 +199,10 @@ static int access_mem(unw_addr_space_t as, unw_word_t addr, unw_word_t *val, int
 		} else {
 			u->uncacheable = 1;
 		}
+		return 0;
+	}
+	if (synth_word(u, addr, &v) == 0) {
+		*val = v;
 		return 0;
 	}
 	/* Read-only module memory is the file's bytes: no system call needed. */

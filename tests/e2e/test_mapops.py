@@ -5,7 +5,7 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ptfiltest import MiB, charged_through, check_near, launch, main, reserved_through, stacks_through, target
+from ptfiltest import MiB, charged_through, check_near, functions, launch, main, reserved_through, stacks_through, target
 
 
 def run(mode):
@@ -105,7 +105,28 @@ def test_static_program_runs_mappings_only():
     assert doc["counters"]["stops.bp_entry"] == 0
 
 
+def test_static_program_unwound_from_its_eh_frame():
+    # gcc -static links no .eh_frame_hdr, and mapops_static keeps no frame pointers: its stacks come from
+    # its own .eh_frame, each mapping under the chain of functions the target was written with.
+    import subprocess
+    headers = subprocess.run(["readelf", "-lW", target("mapops_static")], capture_output=True, timeout=30).stdout
+    assert b"GNU_EH_FRAME" not in headers, "mapops_static has an .eh_frame_hdr: this test no longer proves anything"
+    r = launch([target("mapops_static"), "partial"])
+    assert r.returncode == 0 and b"partial done" in r.stdout, (r.returncode, r.stderr)
+    doc = r.json
+    for fn in ("partial_map", "partial_more"):
+        stacks = stacks_through(doc, fn)
+        assert stacks, [functions(s) for s in doc["stacks"]]
+        for s in stacks:
+            f = functions(s)
+            at = f.index(fn)
+            assert "mmap" in (f[0] or ""), f
+            assert f[at - 1] == "map_anon" and f[at + 1:at + 3] == ["partial", "main"], f
+    check_near("partial_map", charged_through(doc, "partial_map"), 6 * MiB)
+
+
 if __name__ == "__main__":
     main([test_partial_munmap, test_failed_munmap_keeps_the_memory, test_mremap_grow_move_shrink, test_madvise_dontneed_between_peaks,
           test_merged_mappings_charged_separately, test_read_only_memory, test_shared_anonymous, test_brk_heap,
-          test_file_mappings_not_charged, test_static_program_runs_mappings_only])
+          test_file_mappings_not_charged, test_static_program_runs_mappings_only,
+          test_static_program_unwound_from_its_eh_frame])

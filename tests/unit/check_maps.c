@@ -1,12 +1,17 @@
 /* Unit tests for symbols/maps: the maps text a kernel prints, including its odd corners, and what is refused. */
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "tests/unit/suites.h"
 #include "common/error.h"
 #include "symbols/maps.h"
+#include "tracer/modules.h"
 
 /* Shaped like a real process: padded path column, a library in five mappings plus its bss, a gap, pseudo paths. */
 static const char sample[] =
@@ -312,6 +317,67 @@ START_TEST(test_is_anon)
 }
 END_TEST
 
+static void *wait_for_ever(void *arg)
+{
+	(void)arg;
+	for (;;)
+		pause();
+	return NULL;
+}
+
+/* The size of what /proc/PID/maps reads, or -1 when it cannot be opened. */
+static long maps_bytes(pid_t pid)
+{
+	char path[64], buf[4096];
+	long n = 0;
+	size_t got;
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return -1;
+	while ((got = fread(buf, 1, sizeof(buf), f)) > 0)
+		n += (long)got;
+	fclose(f);
+	return n;
+}
+
+/*
+ * A process whose main thread called pthread_exit while another thread runs:
+ * its leader is a zombie whose /proc/PID/maps reads empty, and the maps are
+ * read through the live thread instead.
+ */
+START_TEST(test_proc_maps_leader_exited)
+{
+	pid_t pid = fork();
+	ck_assert_int_ge(pid, 0);
+	if (pid == 0) {
+		pthread_t t;
+		if (pthread_create(&t, NULL, wait_for_ever, NULL))
+			_exit(3);
+		pthread_exit(NULL);
+	}
+	long bytes = -1;
+	for (int i = 0; i < 2000 && bytes != 0; i++) {
+		struct timespec ts = { 0, 5 * 1000 * 1000 };
+		nanosleep(&ts, NULL);
+		bytes = maps_bytes(pid);
+	}
+	struct maps m;
+	int rc = proc_maps_read(pid, &m);
+	size_t n = m.n;
+	int has_stack = 0;
+	for (size_t i = 0; i < m.n; i++)
+		has_stack |= m.v[i].path && strcmp(m.v[i].path, "[stack]") == 0;
+	maps_fin(&m);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	ck_assert_msg(bytes == 0, "the exited leader's maps never read empty (%ld bytes)", bytes);
+	ck_assert_int_eq(rc, 0);
+	ck_assert_uint_gt(n, 5);
+	ck_assert(has_stack);
+}
+END_TEST
+
 Suite *maps_suite(void)
 {
 	Suite *s = suite_create("maps");
@@ -329,6 +395,11 @@ Suite *maps_suite(void)
 	tcase_add_test(tc, test_module_base);
 	tcase_add_test(tc, test_module_base_repeats);
 	tcase_add_test(tc, test_is_anon);
+	suite_add_tcase(s, tc);
+
+	tc = tcase_create("proc");
+	tcase_set_timeout(tc, 30);
+	tcase_add_test(tc, test_proc_maps_leader_exited);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -1,9 +1,11 @@
 /* Unit tests for symbols/sym: every expectation comes from a second route (the running fixture, nm, readelf), never from hard-coded numbers. */
 #include <fcntl.h>
+#include <link.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "tests/unit/suites.h"
@@ -413,46 +415,237 @@ START_TEST(test_bad_files)
 }
 END_TEST
 
-static void cache_twice(void *arg)
+/* A copy of file src at dst (a new inode), optionally without its build id note (objcopy). */
+static void copy_file(const char *src, const char *dst, int strip_id)
 {
-	struct sym_cache *c = arg;
-	ck_assert_ptr_null(sym_cache_get(c, "/nonexistent/ptfil/libgone.so"));
-	ck_assert_ptr_null(sym_cache_get(c, "/nonexistent/ptfil/libgone.so"));
+	char *cmd, *out;
+
+	if (strip_id)
+		ck_assert(asprintf(&cmd, "objcopy --remove-section .note.gnu.build-id '%s' '%s' && echo ok", src, dst) > 0);
+	else
+		ck_assert(asprintf(&cmd, "cp '%s' '%s' && echo ok", src, dst) > 0);
+	out = test_run_command(cmd);
+	free(out);
+	free(cmd);
 }
 
+static struct sym_file *open_stat(const char *path, struct stat *st)
+{
+	int fd = open(path, O_RDONLY);
+	ck_assert_int_ge(fd, 0);
+	ck_assert_int_eq(fstat(fd, st), 0);
+	struct sym_file *f = sym_open_fd(fd, path);
+	close(fd);
+	ck_assert_ptr_nonnull(f);
+	return f;
+}
+
+/* Files are cached by build id (or by the file itself when it has none), never by path. */
 START_TEST(test_cache)
 {
 	struct sym_cache *c = sym_cache_new();
-	char *pie = fixture_path(fixtures[0]), *nopie = fixture_path(fixtures[1]), *msg;
+	char *pie = fixture_path(fixtures[0]), *nopie = fixture_path(fixtures[1]);
+	char dir[] = "/tmp/check_sym.XXXXXX", *at, *copy, *noid, *noid2;
+	struct stat st, st2;
 
 	ck_assert_ptr_nonnull(c);
-	struct sym_file *a = sym_cache_get(c, pie);
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	ck_assert(asprintf(&at, "%s/lib.so", dir) > 0);
+	ck_assert(asprintf(&copy, "%s/copy", dir) > 0);
+	ck_assert(asprintf(&noid, "%s/noid", dir) > 0);
+	ck_assert(asprintf(&noid2, "%s/noid2", dir) > 0);
+
+	struct sym_file *a = sym_cache_add(c, sym_open(pie));
 	ck_assert_ptr_nonnull(a);
-	ck_assert_ptr_eq(sym_cache_get(c, pie), a);
-	struct sym_file *b = sym_cache_get(c, nopie);
+	ck_assert_ptr_nonnull(sym_build_id(a));
+	ck_assert_ptr_eq(sym_cache_find(c, sym_build_id(a)), a);
+	ck_assert_ptr_null(sym_cache_find(c, NULL));
+	/* The same build opened again, or found at another path: one index. */
+	ck_assert_ptr_eq(sym_cache_add(c, sym_open(pie)), a);
+	copy_file(pie, copy, 0);
+	ck_assert_ptr_eq(sym_cache_add(c, sym_open(copy)), a);
+
+	/* Two different files at one path (a library replaced on disk): two indexes. */
+	copy_file(pie, at, 0);
+	struct sym_file *old = sym_cache_add(c, sym_open(at));
+	copy_file(nopie, copy, 0);
+	ck_assert_int_eq(rename(copy, at), 0);
+	struct sym_file *b = sym_cache_add(c, sym_open(at));
+	ck_assert_ptr_eq(old, a);
 	ck_assert_ptr_nonnull(b);
 	ck_assert_ptr_ne(a, b);
+	ck_assert_str_ne(sym_build_id(a), sym_build_id(b));
+	ck_assert_ptr_eq(sym_cache_find(c, sym_build_id(b)), b);
+	ck_assert_ptr_eq(sym_cache_find(c, sym_build_id(a)), a);
 
-	/* A failed path is reported once, then answered from memory. */
-	msg = capture_stderr(cache_twice, c);
-	char *first = strstr(msg, "libgone.so");
-	ck_assert_ptr_nonnull(first);
-	ck_assert_ptr_null(strstr(first + 1, "libgone.so"));
-	free(msg);
+	/* Without a build id, a file is its inode and its contents' size and time, not its path. */
+	copy_file(pie, noid, 1);
+	struct sym_file *n1 = open_stat(noid, &st);
+	ck_assert_ptr_null(sym_build_id(n1));
+	ck_assert_ptr_null(sym_cache_find_file(c, &st));
+	ck_assert_ptr_eq(sym_cache_add(c, n1), n1);
+	ck_assert_ptr_eq(sym_cache_find_file(c, &st), n1);
+	copy_file(pie, noid2, 1);
+	ck_assert_int_eq(rename(noid2, noid), 0);
+	struct sym_file *n2 = open_stat(noid, &st2);
+	ck_assert_ptr_null(sym_cache_find_file(c, &st2));
+	ck_assert_ptr_eq(sym_cache_add(c, n2), n2);
+	ck_assert_ptr_ne(n1, n2);
 
-	/* Enough distinct paths to make the table grow; earlier entries must survive it. */
-	error_set_quiet(1);
-	for (int i = 0; i < 200; i++) {
-		char p[64];
-		snprintf(p, sizeof(p), "/nonexistent/ptfil/lib%d.so", i);
-		ck_assert_ptr_null(sym_cache_get(c, p));
+	/* Enough distinct files to make the table grow; earlier entries must survive it. */
+	for (int i = 0; i < 40; i++) {
+		copy_file(noid, noid2, 0);
+		ck_assert_int_eq(rename(noid2, noid), 0);
+		struct sym_file *f = open_stat(noid, &st2);
+		ck_assert_ptr_eq(sym_cache_add(c, f), f);
 	}
-	error_set_quiet(0);
-	ck_assert_ptr_eq(sym_cache_get(c, pie), a);
-	ck_assert_ptr_eq(sym_cache_get(c, nopie), b);
+	ck_assert_ptr_eq(sym_cache_find(c, sym_build_id(a)), a);
+	ck_assert_ptr_eq(sym_cache_find(c, sym_build_id(b)), b);
+	ck_assert_ptr_eq(sym_cache_find_file(c, &st), n1);
 	sym_cache_free(c);
+	unlink(at);
+	unlink(noid);
+	rmdir(dir);
+	free(at);
+	free(copy);
+	free(noid);
+	free(noid2);
 	free(pie);
 	free(nopie);
+}
+END_TEST
+
+/* A loaded image as sym_read sees the file's segments: what the kernel maps. */
+static int read_file_image(void *ctx, uint64_t off, void *buf, size_t len)
+{
+	return sym_read(ctx, off, buf, len);
+}
+
+/* An image in this process's own memory, from module offset 0 at base. */
+static int read_own_memory(void *ctx, uint64_t off, void *buf, size_t len)
+{
+	memcpy(buf, (const char *)ctx + off, len);
+	return 0;
+}
+
+static int read_nothing(void *ctx, uint64_t off, void *buf, size_t len)
+{
+	(void)ctx; (void)off; (void)len;
+	memset(buf, 0, len);
+	return 0;
+}
+
+static int first_object(struct dl_phdr_info *info, size_t size, void *data)
+{
+	(void)size;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		if (info->dlpi_phdr[i].p_type == PT_LOAD && info->dlpi_phdr[i].p_offset == 0) {
+			*(uintptr_t *)data = info->dlpi_addr + info->dlpi_phdr[i].p_vaddr;
+			return 1;
+		}
+	}
+	return 1;
+}
+
+/* The build id read from a loaded image (as the tracer reads it from a target's memory) is the file's. */
+START_TEST(test_image_build_id)
+{
+	char *pie = fixture_path(fixtures[0]), *nopie = fixture_path(fixtures[1]);
+	char dir[] = "/tmp/check_sym.XXXXXX", *noid, *id;
+
+	ck_assert_ptr_nonnull(mkdtemp(dir));
+	ck_assert(asprintf(&noid, "%s/noid", dir) > 0);
+	copy_file(pie, noid, 1);
+	const char *paths[] = { pie, nopie, LIBC, noid };
+	for (size_t i = 0; i < 4; i++) {
+		char *want = readelf_build_id(paths[i]);
+		struct sym_file *f = sym_open(paths[i]);
+		ck_assert_ptr_nonnull(f);
+		struct sym_image im = { read_file_image, f };
+		ck_assert_int_eq(sym_image_build_id(&im, &id), 0);
+		if (want) {
+			ck_assert_ptr_nonnull(id);
+			ck_assert_str_eq(id, want);
+		} else {
+			ck_assert_ptr_null(id);
+		}
+		ck_assert_int_eq(sym_image_same_headers(f, &im), 1);
+		free(id);
+		free(want);
+		sym_close(f);
+	}
+	/* Another build's headers are not these. */
+	struct sym_file *p = sym_open(pie), *q = sym_open(nopie), *r = sym_open(noid);
+	struct sym_image qi = { read_file_image, q }, ri = { read_file_image, r };
+	ck_assert_int_eq(sym_image_same_headers(p, &qi), 0);
+	/* A build id note taken out changes the program headers too. */
+	ck_assert_int_eq(sym_image_same_headers(p, &ri), 0);
+	sym_close(p);
+	sym_close(q);
+	sym_close(r);
+
+	/* This very process, in memory. */
+	uintptr_t base = 0;
+	dl_iterate_phdr(first_object, &base);
+	ck_assert_uint_ne(base, 0);
+	struct sym_image self = { read_own_memory, (void *)base };
+	char exe[4096];
+	ssize_t len = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	ck_assert_int_gt(len, 0);
+	exe[len] = '\0';
+	char *want = readelf_build_id(exe); /* by name: in readelf's shell, /proc/self is readelf */
+	ck_assert_int_eq(sym_image_build_id(&self, &id), 0);
+	ck_assert_ptr_nonnull(want);
+	ck_assert_ptr_nonnull(id);
+	ck_assert_str_eq(id, want);
+	free(id);
+	free(want);
+
+	/* Not an ELF image at all. */
+	struct sym_image none = { read_nothing, NULL };
+	ck_assert_int_eq(sym_image_build_id(&none, &id), -1);
+	ck_assert_ptr_null(id);
+	unlink(noid);
+	rmdir(dir);
+	free(noid);
+	free(pie);
+	free(nopie);
+}
+END_TEST
+
+/* Built from .eh_frame, the table is the one the linker wrote into .eh_frame_hdr. */
+START_TEST(test_eh_frame_table)
+{
+	const char *paths[] = { NULL, NULL, LIBC };
+	char *fix[2] = { fixture_path(fixtures[0]), fixture_path(fixtures[1]) };
+	paths[0] = fix[0];
+	paths[1] = fix[1];
+	for (size_t i = 0; i < 3; i++) {
+		struct sym_file *f = sym_open(paths[i]);
+		uint64_t off, size;
+		uint8_t h[4];
+		uint32_t count;
+		struct sym_fde *t;
+		size_t n;
+		ck_assert_ptr_nonnull(f);
+		ck_assert_int_eq(sym_eh_frame_hdr(f, &off, &size), 0);
+		ck_assert_int_eq(sym_read(f, off, h, 4), 0);
+		ck_assert_uint_eq(h[1], 0x1b); /* eh_frame_ptr: pc-relative sdata4, as every linker writes */
+		ck_assert_uint_eq(h[3], 0x3b); /* the table: data-relative sdata4 */
+		ck_assert_int_eq(sym_read(f, off + 8, &count, 4), 0);
+		ck_assert_int_eq(sym_eh_frame_table(f, &t, &n), 0);
+		ck_assert_uint_eq(n, count);
+		for (size_t k = 0; k < n; k++) {
+			int32_t row[2];
+			ck_assert_int_eq(sym_read(f, off + 12 + 8 * k, row, sizeof(row)), 0);
+			ck_assert_int_eq((int64_t)off + row[0], t[k].pc);
+			ck_assert_int_eq((int64_t)off + row[1], t[k].fde);
+		}
+		free(t);
+		sym_close(f);
+	}
+	free(fix[0]);
+	free(fix[1]);
 }
 END_TEST
 
@@ -497,6 +690,8 @@ Suite *sym_suite(void)
 	tcase_add_loop_test(tc, test_eh_frame_hdr, 0, nfix);
 	tcase_add_test(tc, test_build_id);
 	tcase_add_test(tc, test_cache);
+	tcase_add_test(tc, test_image_build_id);
+	tcase_add_test(tc, test_eh_frame_table);
 	tcase_add_test(tc, test_demangle);
 	suite_add_tcase(s, tc);
 

@@ -11,4 +11,5 @@ Suite *emu_suite(void);
 Suite *heap_suite(void);
 Suite *refuse_suite(void);
 Suite *flame_suite(void);
+Suite *hooks_suite(void);
 #endif
