@@ -116,10 +116,11 @@ static void remove_at(struct heap *h, size_t i)
 
 int heap_free(struct heap *h, uint64_t ptr)
 {
-	if (!h->cap || !ptr)
+	if (!ptr)
 		return 0;
-	size_t i = find_slot(h, ptr);
-	if (!h->v[i].ptr) {
+	/* Before the first block too: attached, the first free may be of a block made before ptfil came. */
+	size_t i = h->cap ? find_slot(h, ptr) : 0;
+	if (!h->cap || !h->v[i].ptr) {
 		h->unknown_frees++;
 		return 0;
 	}
