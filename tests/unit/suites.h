@@ -11,5 +11,6 @@ Suite *emu_suite(void);
 Suite *heap_suite(void);
 Suite *refuse_suite(void);
 Suite *flame_suite(void);
+Suite *event_suite(void);
 Suite *hooks_suite(void);
 #endif
