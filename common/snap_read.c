@@ -2,6 +2,7 @@
 #include "common/snap.h"
 #include "common/snap_syntax.h"
 #include "common/error.h"
+#include "common/grow.h"
 #include "common/hex.h"
 #include "common/u64map.h"
 
@@ -120,7 +121,11 @@ static int charge(struct reader *r, uint64_t bytes)
 	return 0;
 }
 
-/* Makes room for one more element in *arr; *cap tracks capacity. */
+/*
+ * Makes room for one more element in *arr; *cap tracks capacity. Not
+ * grow_array: the growth, by half, is charged to the snapshot's budget before
+ * it is allocated.
+ */
 static int grow(struct reader *r, void *arrp, size_t *cap, size_t n, size_t elsize)
 {
 	void **arr = arrp;
@@ -187,16 +192,8 @@ static int append(struct reader *r, const char *p, size_t n, size_t max)
 {
 	if (r->line_len + n > max)
 		return -1;
-	if (r->line_len + n + 1 > r->line_cap) {
-		size_t cap = r->line_cap ? r->line_cap : 256;
-		while (cap < r->line_len + n + 1)
-			cap *= 2;
-		char *l = realloc(r->line, cap);
-		if (!l)
-			return bad(r, "out of memory");
-		r->line = l;
-		r->line_cap = cap;
-	}
+	if (grow_array(&r->line, &r->line_cap, r->line_len + n + 1, 1, 256))
+		return bad(r, "out of memory");
 	memcpy(r->line + r->line_len, p, n);
 	r->line_len += n;
 	r->line[r->line_len] = '\0';

@@ -5,6 +5,7 @@
 #include "common/snap.h"
 #include "common/snap_syntax.h"
 #include "common/error.h"
+#include "common/grow.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -86,16 +87,8 @@ static void reserve(struct writer *w, size_t more)
 {
 	if (w->failed || w->len + more <= w->cap)
 		return;
-	size_t cap = w->cap ? w->cap : 2 * FLUSH_AT;
-	while (cap < w->len + more)
-		cap *= 2;
-	char *b = realloc(w->buf, cap);
-	if (!b) {
+	if (grow_array(&w->buf, &w->cap, w->len + more, 1, 2 * FLUSH_AT))
 		fail(w, ENOMEM, "allocate");
-		return;
-	}
-	w->buf = b;
-	w->cap = cap;
 }
 
 static void put(struct writer *w, const char *s, size_t n)

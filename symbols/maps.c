@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/grow.h"
 #include "common/hex.h"
 
 /* A cursor over one line; the text is not NUL-terminated, so every read is bounded by end. */
@@ -164,16 +165,10 @@ int maps_parse(const char *text, size_t len, struct maps *m)
 			why = "entries not ascending or overlapping";
 			goto fail;
 		}
-		if (m->n == cap) {
-			size_t ncap = cap ? 2 * cap : 64;
-			struct maps_entry *nv = realloc(m->v, ncap * sizeof(*nv));
-			if (!nv) {
-				free(e.path);
-				why = "out of memory";
-				goto fail;
-			}
-			m->v = nv;
-			cap = ncap;
+		if (grow_array(&m->v, &cap, m->n + 1, sizeof(*m->v), 64)) {
+			free(e.path);
+			why = "out of memory";
+			goto fail;
 		}
 		m->v[m->n++] = e;
 		p = nl ? nl + 1 : end;

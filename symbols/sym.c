@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "common/grow.h"
 
 #define SYM_PAGE_MASK (~(uint64_t)0xfff)
 #define SYM_DEBUG_ROOT "/usr/lib/debug/.build-id"
@@ -259,14 +260,8 @@ static int add_func(struct sym_vec *out, const GElf_Sym *s, const char *name)
 	if ((type != STT_FUNC && type != STT_GNU_IFUNC) || s->st_value == 0 || s->st_shndx == SHN_UNDEF ||
 	    !name || !*name)
 		return 0;
-	if (out->n == out->cap) {
-		size_t ncap = out->cap ? 2 * out->cap : 256;
-		struct sym_ent *nv = realloc(out->v, ncap * sizeof(*nv));
-		if (!nv)
-			return -1;
-		out->v = nv;
-		out->cap = ncap;
-	}
+	if (grow_array(&out->v, &out->cap, out->n + 1, sizeof(*out->v), 256))
+		return -1;
 	struct sym_ent *x = &out->v[out->n++];
 	x->start = s->st_value;
 	x->end = s->st_size ? s->st_value + s->st_size : 0;
@@ -724,15 +719,9 @@ int sym_eh_frame_table(const struct sym_file *f, struct sym_fde **table, size_t 
 		uint64_t pc_off = pc - f->bias, fde_off = entry.vaddr - f->bias;
 		if (pc_off > INT32_MAX || fde_off > INT32_MAX)
 			continue;
-		if (k == cap) {
-			size_t ncap = cap ? 2 * cap : 1024;
-			struct sym_fde *nv = realloc(v, ncap * sizeof(*nv));
-			if (!nv) {
-				free(v);
-				return error("cannot index the unwind table of an object: out of memory");
-			}
-			v = nv;
-			cap = ncap;
+		if (grow_array(&v, &cap, k + 1, sizeof(*v), 1024)) {
+			free(v);
+			return error("cannot index the unwind table of an object: out of memory");
 		}
 		v[k].pc = (int32_t)pc_off;
 		v[k].fde = (int32_t)fde_off;

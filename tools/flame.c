@@ -2,6 +2,7 @@
 #include "tools/flame.h"
 #include "tools/view.h"
 #include "common/error.h"
+#include "common/grow.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -198,14 +199,8 @@ static int intern(struct flame *f, const char *text, uint32_t *out)
 			return 0;
 		}
 	}
-	if (f->n_labels == f->labels_cap) {
-		size_t cap = f->labels_cap ? f->labels_cap * 2 : 256;
-		char **l = realloc(f->labels, cap * sizeof(*l));
-		if (!l)
-			return error("out of memory");
-		f->labels = l;
-		f->labels_cap = cap;
-	}
+	if (grow_array(&f->labels, &f->labels_cap, f->n_labels + 1, sizeof(*f->labels), 256))
+		return error("out of memory");
 	char *copy = malloc(n + 1);
 	if (!copy)
 		return error("out of memory");
@@ -265,14 +260,8 @@ static int child(struct flame *f, uint32_t parent, const struct proto *proto, ui
 	}
 	if (f->n_nodes >= UINT32_MAX - 1)
 		return error("too many stack frames to merge");
-	if (f->n_nodes == f->nodes_cap) {
-		size_t cap = f->nodes_cap * 2;
-		struct flame_node *nn = realloc(f->nodes, cap * sizeof(*nn));
-		if (!nn)
-			return error("out of memory");
-		f->nodes = nn;
-		f->nodes_cap = cap;
-	}
+	if (grow_array(&f->nodes, &f->nodes_cap, f->n_nodes + 1, sizeof(*f->nodes), 1024))
+		return error("out of memory");
 	struct flame_node *n = &f->nodes[f->n_nodes];
 	memset(n, 0, sizeof(*n));
 	n->parent = parent;

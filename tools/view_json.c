@@ -1,6 +1,7 @@
 /* The JSON output of ptfil-view: one document with a stable schema (docs/json-output.md). */
 #include "tools/view.h"
 #include "common/error.h"
+#include "common/grow.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -202,15 +203,11 @@ static int put_stacks(struct json *j, const struct snap *s, const char *key,
 	j_open(j, key, '[', 0);
 	for (size_t i = 0; i < shown; i++) {
 		size_t depth = snap_stack_frames(s, v[i]->node, NULL, 0);
-		if (depth > cap) {
-			uint32_t *f = realloc(frames, depth * sizeof(*f));
-			if (!f) {
-				free(frames);
-				free(v);
-				return error("out of memory");
-			}
-			frames = f;
-			cap = depth;
+		/* Exactly depth (a minimum of depth leaves nothing to double). */
+		if (grow_array(&frames, &cap, depth, sizeof(*frames), depth)) {
+			free(frames);
+			free(v);
+			return error("out of memory");
 		}
 		snap_stack_frames(s, v[i]->node, frames, depth);
 		j_open(j, NULL, '{', 0);

@@ -1,6 +1,7 @@
 /* The text report of ptfil-view: what a person needs from a snapshot, on one screen. */
 #include "tools/view.h"
 #include "common/error.h"
+#include "common/grow.h"
 #include "tools/flame.h"
 
 #include <math.h>
@@ -437,15 +438,11 @@ static int put_stacks(FILE *out, const struct snap *s, const struct view_options
 		if (view_is_sparse(st))
 			fprintf(out, "      sparse: reserved %s, resident %s\n", reserved, charged);
 		size_t total = snap_stack_frames(s, st->node, NULL, 0);
-		if (total > cap) {
-			uint32_t *nf = realloc(frames, total * sizeof(*frames));
-			if (!nf) {
-				free(frames);
-				free(v);
-				return error("out of memory");
-			}
-			frames = nf;
-			cap = total;
+		/* Exactly total (a minimum of total leaves nothing to double). */
+		if (grow_array(&frames, &cap, total, sizeof(*frames), total)) {
+			free(frames);
+			free(v);
+			return error("out of memory");
 		}
 		snap_stack_frames(s, st->node, frames, total);
 		put_stack_frames(out, s, frames, total, depth);

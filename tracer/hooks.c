@@ -8,6 +8,7 @@
 #include <sys/uio.h>
 
 #include "common/error.h"
+#include "common/grow.h"
 #include "symbols/maps.h"
 #include "symbols/sym.h"
 #include "tracer/rescue.h"
@@ -55,14 +56,8 @@ int hooks_copy(struct hooks *dst, const struct hooks *src)
 	dst->no_heap = src->no_heap;
 	dst->curbrk = src->curbrk;
 	for (size_t i = 0; i < src->n; i++) {
-		if (dst->n == dst->cap) {
-			size_t cap = dst->cap ? dst->cap * 2 : 32;
-			struct hook_bp *v = realloc(dst->v, cap * sizeof(*v));
-			if (!v)
-				return -1;
-			dst->v = v;
-			dst->cap = cap;
-		}
+		if (grow_array(&dst->v, &dst->cap, dst->n + 1, sizeof(*dst->v), 32))
+			return -1;
 		dst->v[dst->n] = src->v[i];
 		if (u64map_put(&dst->by_addr, src->v[i].addr, (uint32_t)dst->n))
 			return -1;
@@ -178,24 +173,11 @@ static int hookable(const struct hooks_mem *mem, uint64_t addr, enum hook_fn fn,
 	return 1;
 }
 
-static int grow(struct hooks *h)
-{
-	if (h->n < h->cap)
-		return 0;
-	size_t cap = h->cap ? h->cap * 2 : 32;
-	struct hook_bp *v = realloc(h->v, cap * sizeof(*v));
-	if (!v)
-		return error("out of memory");
-	h->v = v;
-	h->cap = cap;
-	return 0;
-}
-
 /* Writes the int3 of p and enters it in the table. Returns 0, or -1 after error() (nothing written then). */
 static int arm(struct hooks *h, const struct hooks_mem *mem, const struct pending *p, uint32_t gid)
 {
-	if (grow(h))
-		return -1;
+	if (grow_array(&h->v, &h->cap, h->n + 1, sizeof(*h->v), 32))
+		return error("out of memory");
 	struct hook_bp *b = &h->v[h->n];
 	if (write_byte(mem, p->addr, 0xcc, &b->orig))
 		return -1;
@@ -280,14 +262,8 @@ static int scanned(const struct hooks *h, uint32_t gid)
 
 static int mark_scanned(struct hooks *h, uint32_t gid)
 {
-	if (h->n_scanned == h->cap_scanned) {
-		size_t cap = h->cap_scanned ? h->cap_scanned * 2 : 16;
-		uint32_t *v = realloc(h->scanned, cap * sizeof(*v));
-		if (!v)
-			return -1;
-		h->scanned = v;
-		h->cap_scanned = cap;
-	}
+	if (grow_array(&h->scanned, &h->cap_scanned, h->n_scanned + 1, sizeof(*h->scanned), 16))
+		return -1;
 	h->scanned[h->n_scanned++] = gid;
 	return 0;
 }

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/grow.h"
+
 void ledger_init(struct ledger *l, ledger_measure_fn measure, void *arg)
 {
 	memset(l, 0, sizeof(*l));
@@ -24,19 +26,13 @@ static int ensure_stack(struct ledger *l, uint32_t stack)
 {
 	if (stack < l->n_stacks)
 		return 0;
-	size_t n = l->n_stacks ? l->n_stacks : 64;
-	while (n <= stack)
-		n *= 2;
-	struct ledger_charge *c = realloc(l->by_stack, n * sizeof(*c));
-	if (!c)
+	/* by_stack and kind have one length, n_stacks, all of it zeroed: kind grows to exactly by_stack's. */
+	size_t n = l->n_stacks, n_kind = l->n_stacks;
+	if (grow_array(&l->by_stack, &n, (size_t)stack + 1, sizeof(*l->by_stack), 64) ||
+	    grow_array(&l->kind, &n_kind, n, sizeof(*l->kind), n))
 		return -1;
-	l->by_stack = c;
-	char *k = realloc(l->kind, n);
-	if (!k)
-		return -1;
-	l->kind = k;
-	memset(c + l->n_stacks, 0, (n - l->n_stacks) * sizeof(*c));
-	memset(k + l->n_stacks, 0, n - l->n_stacks);
+	memset(l->by_stack + l->n_stacks, 0, (n - l->n_stacks) * sizeof(*l->by_stack));
+	memset(l->kind + l->n_stacks, 0, n - l->n_stacks);
 	l->n_stacks = n;
 	return 0;
 }
@@ -90,14 +86,8 @@ static size_t first_after(const struct ledger *l, uint64_t addr)
 
 static int insert_at(struct ledger *l, size_t i, const struct ledger_seg *s)
 {
-	if (l->n_segs == l->cap_segs) {
-		size_t cap = l->cap_segs ? l->cap_segs * 2 : 64;
-		struct ledger_seg *v = realloc(l->segs, cap * sizeof(*v));
-		if (!v)
-			return -1;
-		l->segs = v;
-		l->cap_segs = cap;
-	}
+	if (grow_array(&l->segs, &l->cap_segs, l->n_segs + 1, sizeof(*l->segs), 64))
+		return -1;
 	memmove(&l->segs[i + 1], &l->segs[i], (l->n_segs - i) * sizeof(*s));
 	l->segs[i] = *s;
 	l->n_segs++;
@@ -264,13 +254,9 @@ int ledger_check_peak(struct ledger *l, double time, uint64_t rss)
 {
 	if (l->has_peak && l->charged <= l->peak.charged)
 		return 0;
-	if (l->n_stacks && l->n_at_peak < l->n_stacks) {
-		struct ledger_charge *p = realloc(l->at_peak, l->n_stacks * sizeof(*p));
-		if (!p)
-			return -1;
-		l->at_peak = p;
-		l->n_at_peak = l->n_stacks;
-	}
+	/* A copy of by_stack: exactly n_stacks (a minimum of n_stacks leaves nothing to double). */
+	if (grow_array(&l->at_peak, &l->n_at_peak, l->n_stacks, sizeof(*l->at_peak), l->n_stacks))
+		return -1;
 	if (l->n_stacks)
 		memcpy(l->at_peak, l->by_stack, l->n_stacks * sizeof(*l->at_peak));
 	l->peak.time = time;

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "common/grow.h"
 #include "symbols/maps.h"
 #include "symbols/sym.h"
 
@@ -159,15 +160,9 @@ static int64_t modreg_resolve(struct modreg *r, const struct maps *maps, const s
 			return (int64_t)i;
 		}
 	}
-	if (r->n == r->cap) {
-		size_t cap = r->cap ? r->cap * 2 : 32;
-		struct modreg_entry *v = realloc(r->v, cap * sizeof(*v));
-		if (!v) {
-			free(mapped_id);
-			return -1;
-		}
-		r->v = v;
-		r->cap = cap;
+	if (grow_array(&r->v, &r->cap, r->n + 1, sizeof(*r->v), 32)) {
+		free(mapped_id);
+		return -1;
 	}
 	struct modreg_entry *x = &r->v[r->n];
 	memset(x, 0, sizeof(*x));
@@ -229,11 +224,9 @@ static char *slurp(const char *path, size_t *len)
 		if (got == 0)
 			break;
 		n += (size_t)got;
-		if (n == cap) {
-			char *b = realloc(buf, cap *= 2);
-			if (!b)
-				free(buf);
-			buf = b;
+		if (n == cap && grow_array(&buf, &cap, n + 1, 1, 0)) {
+			free(buf);
+			buf = NULL;
 		}
 	}
 	int saved = errno;

@@ -32,6 +32,7 @@
 #include <sys/uio.h>
 
 #include "common/error.h"
+#include "common/grow.h"
 #include "symbols/sym.h"
 #include "tracer/modules.h"
 
@@ -77,14 +78,8 @@ static uint32_t pynames_intern(struct pynames *n, const char *function, const ch
 			return id;
 		key = key * 0x9e3779b97f4a7c15ULL + 1;
 	}
-	if (n->n == n->cap) {
-		size_t cap = n->cap ? n->cap * 2 : 64;
-		struct pyname *v = realloc(n->v, cap * sizeof(*v));
-		if (!v)
-			return U64MAP_NONE;
-		n->v = v;
-		n->cap = cap;
-	}
+	if (grow_array(&n->v, &n->cap, n->n + 1, sizeof(*n->v), 64))
+		return U64MAP_NONE;
 	char *fn = strdup(function), *fl = strdup(file);
 	if (!fn || !fl || u64map_put(&n->ids, key, (uint32_t)n->n)) {
 		free(fn);
@@ -467,15 +462,9 @@ static int32_t decode_code(struct pyproc *py, struct pynames *names, struct pyst
 		py->codes[i] = c;
 		return (int32_t)i;
 	}
-	if (py->n_codes == py->cap_codes) {
-		size_t cap = py->cap_codes ? py->cap_codes * 2 : 256;
-		struct pycode *v = realloc(py->codes, cap * sizeof(*v));
-		if (!v) {
-			free(c.table);
-			return -1;
-		}
-		py->codes = v;
-		py->cap_codes = cap;
+	if (grow_array(&py->codes, &py->cap_codes, py->n_codes + 1, sizeof(*py->codes), 256)) {
+		free(c.table);
+		return -1;
 	}
 	if (u64map_put(&py->code_ids, addr, (uint32_t)py->n_codes)) {
 		free(c.table);

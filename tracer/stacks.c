@@ -4,25 +4,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int grow(void **v, size_t *cap, size_t n, size_t elem)
-{
-	if (n < *cap)
-		return 0;
-	size_t c = *cap ? *cap * 2 : 256;
-	void *p = realloc(*v, c * elem);
-	if (!p)
-		return -1;
-	*v = p;
-	*cap = c;
-	return 0;
-}
+#include "common/grow.h"
 
 int stacks_init(struct stacks *s)
 {
 	memset(s, 0, sizeof(*s));
 	u64map_init(&s->frame_ids);
 	u64map_init(&s->node_ids);
-	if (grow((void **)&s->nodes, &s->cap_nodes, 0, sizeof(*s->nodes)))
+	if (grow_array(&s->nodes, &s->cap_nodes, 1, sizeof(*s->nodes), 256))
 		return -1;
 	s->nodes[0].parent = 0;
 	s->nodes[0].frame = 0;
@@ -47,7 +36,7 @@ static uint64_t frame_key(uint32_t module, uint64_t offset)
 
 static uint32_t add_frame(struct stacks *s, uint32_t module, uint64_t offset, const char *name)
 {
-	if (grow((void **)&s->frames, &s->cap_frames, s->n_frames, sizeof(*s->frames)))
+	if (grow_array(&s->frames, &s->cap_frames, s->n_frames + 1, sizeof(*s->frames), 256))
 		return STACKS_FAILED;
 	uint32_t id = (uint32_t)s->n_frames++;
 	s->frames[id].module = module;
@@ -89,7 +78,7 @@ uint32_t stacks_intern(struct stacks *s, const uint32_t *frames, size_t n)
 		uint64_t key = ((uint64_t)node << 32) | frames[i];
 		uint32_t child = u64map_get(&s->node_ids, key);
 		if (child == U64MAP_NONE) {
-			if (grow((void **)&s->nodes, &s->cap_nodes, s->n_nodes, sizeof(*s->nodes)))
+			if (grow_array(&s->nodes, &s->cap_nodes, s->n_nodes + 1, sizeof(*s->nodes), 256))
 				return STACKS_FAILED;
 			child = (uint32_t)s->n_nodes++;
 			s->nodes[child].parent = node;

@@ -13,4 +13,5 @@ Suite *refuse_suite(void);
 Suite *flame_suite(void);
 Suite *event_suite(void);
 Suite *hooks_suite(void);
+Suite *grow_suite(void);
 #endif
