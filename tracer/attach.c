@@ -78,6 +78,20 @@ static int seize_new_threads(struct tracer *T, pid_t pid, int *status)
 			 */
 			if (tid == pid && errno == EPERM && procfs_state(tid, NULL) == 'Z' && other_threads(pid))
 				continue;
+			/*
+			 * A thread started by one seized already is traced already (by
+			 * PTRACE_O_TRACECLONE), its first stop not seen yet: expect it.
+			 */
+			pid_t tracer = 0;
+			if (errno == EPERM && procfs_state(tid, &tracer) && tracer == getpid()) {
+				if (!tracer_find(T, tid) && !tracer_add_thread(T, tid)) {
+					closedir(d);
+					*status = 1;
+					return -1;
+				}
+				added++;
+				continue;
+			}
 			int e = errno;
 			closedir(d);
 			*status = refuse_explain(pid, e);
