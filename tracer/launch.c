@@ -150,16 +150,16 @@ int tracer_launch(const struct tracer_opts *o)
 	T.main_pid = pid;
 
 	int status;
-	pid_t got;
-	while ((got = waitpid(pid, &status, WUNTRACED)) < 0 && errno == EINTR)
+	pid_t started;
+	while ((started = waitpid(pid, &status, WUNTRACED)) < 0 && errno == EINTR)
 		;
-	if (got == pid && WIFSIGNALED(status)) {
+	if (started == pid && WIFSIGNALED(status)) {
 		/* Ctrl-C before the program started: the status a shell shows for it, and nothing to profile. */
 		close(report[0]);
 		run_fin(&T);
 		return 128 + WTERMSIG(status);
 	}
-	if (got != pid || !WIFSTOPPED(status)) {
+	if (started != pid || !WIFSTOPPED(status)) {
 		close(report[0]);
 		kill_child();
 		run_fin(&T);
