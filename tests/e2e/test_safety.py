@@ -33,6 +33,7 @@ DURATION_RUNS = 3  # attach -d 1 runs on each churning target (the old tracer fr
 # attach -d 0.2 cycles on the malloc storm: about 55 s. The old tracer killed it with a SIGTRAP within
 # 50 detaches in 6 runs of 7 (at detach 2, 6, 11, 16, 37 and 50).
 DETACH_CYCLES = 120
+CRASH_ROUNDS = 3  # crashes of the tracing process per signal (SIGSEGV, SIGBUS, SIGABRT)
 
 
 # --- what a user checks -----------------------------------------------------------------------------
@@ -266,6 +267,39 @@ def test_repeated_detach_from_malloc_storm():
         check_same_end(a, [STORM])
 
 
+# --- 5: the tracing process itself crashes ----------------------------------------------------------
+
+def tracing_child(a):
+    """The process that traces: ptfil attach runs as two, the one the test started and its child."""
+    with open("/proc/%d/task/%d/children" % (a.ptfil.pid, a.ptfil.pid)) as f:
+        kids = [int(k) for k in f.read().split()]
+    assert len(kids) == 1, "ptfil %d has children %r" % (a.ptfil.pid, kids)
+    return kids[0]
+
+
+def test_crash_of_the_tracing_process_leaves_the_target():
+    """The tracing process dies of SIGSEGV, SIGBUS or SIGABRT (as a bug in ptfil would make it) while
+    eight threads malloc and free through its breakpoints: every byte and return address goes back,
+    every thread is let go, and the target runs on to its own end with its code intact."""
+    with Attached([STORM]) as a:
+        before = exec_mappings(a.pid)
+        for cycle, sig in enumerate([signal.SIGSEGV, signal.SIGBUS, signal.SIGABRT] * CRASH_ROUNDS, 1):
+            a.attach()
+            time.sleep(0.2 + 0.1 * (cycle % 4))  # the threads are in the allocator most of the time
+            os.kill(tracing_child(a), sig)
+            try:
+                err = finish_ptfil(a, want=1)
+                time.sleep(0.1)  # a SIGTRAP or an int3 left behind would end the target now
+                check_left(a, before)
+                assert "died of signal %d" % sig in err, err
+                assert "the breakpoints were taken out" in err, err
+            except AssertionError as e:
+                raise AssertionError("crash %d (%s): %s" % (cycle, signal.Signals(sig).name, e)) from None
+            a.err.join(5)
+            a.ptfil.stderr.close()
+        check_same_end(a, [STORM])
+
+
 # --- 4: ptfil's stderr is a closed pipe ------------------------------------------------------------
 
 def attach_with_closed_stderr(a, *options):
@@ -457,7 +491,7 @@ if __name__ == "__main__":
     main([test_attach_leaves_shell_loop, test_attach_leaves_program_that_forks_once, test_attach_leaves_short_lived_threads,
           test_main_thread_exits_while_attached_duration, test_main_thread_exits_while_attached_sigint,
           test_attach_after_main_thread_exited, test_kill_9_after_main_thread_exited,
-          test_repeated_detach_from_malloc_storm,
+          test_repeated_detach_from_malloc_storm, test_crash_of_the_tracing_process_leaves_the_target,
           test_attach_stderr_closed_pipe_sigint, test_attach_stderr_closed_pipe_duration, test_launch_stderr_closed_pipe,
           test_dlopen_after_main_thread_exit_launch, test_dlopen_after_main_thread_exit_attach,
           test_dlopen_of_many_malloc_families,
