@@ -86,7 +86,7 @@ static pid_t pid_of(pid_t tid)
 void rescue_byte_note(pid_t tid, uint64_t addr, uint8_t orig)
 {
 	pid_t pid = pid_of(tid);
-	for (size_t i = 0; i < RESCUE_BYTES; i++) {
+	for (size_t i = 0; i < bytes_hi; i++) {
 		if (bytes[i].pid == pid && bytes[i].addr == addr)
 			return; /* noted already: the first original byte is the one */
 	}
