@@ -504,7 +504,6 @@ void loop_run(struct tracer *T)
 	}
 }
 
-
 /* A thread the parking loop still waits for: traced, not held yet, and able to stop. */
 static int awaited(const struct tracee *t)
 {
