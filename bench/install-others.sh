@@ -4,5 +4,7 @@
 # Debian's python3-numpy alone runs on the reference BLAS, single-threaded; with
 # libopenblas0-pthread installed it uses OpenBLAS, as most NumPy installations do. Does nothing
 # when everything is there; never run by `make check` or by bench/run.
+# libbpf-dev, bpftool, clang, libelf-dev: bench/kernel-probe (the BPF heap-event measurement).
 set -eu
-exec "$(dirname "$0")/../tools/install-deps.sh" heaptrack valgrind python3-numpy libopenblas0-pthread
+exec "$(dirname "$0")/../tools/install-deps.sh" heaptrack valgrind python3-numpy libopenblas0-pthread \
+	libbpf-dev bpftool clang libelf-dev
