@@ -3,7 +3,7 @@
  * kprobe.bpf.c in one variant, attaches it to the child before it execs, drains the ring buffer on
  * this process's CPU, and prints one line of key=value results.
  *
- * Usage: kprobe [-v bare|a|b|c|d|e|f|p] [-n PAIRS] [-r RING] [-w WAKE] [-B BP] [-L] -- PROG ARGS
+ * Usage: kprobe [-v bare|a|b|c|d|e|f|p] [-n PAIRS] [-r RING] [-w WAKE] [-B BP] [-L] [-M] [-K] -- PROG ARGS
  *   -v  variant (docs/heap-events.md; f = b with the size kept in a map until the return, so that
  *       a malloc is one record; p = perf_event_open uprobes with ID|TID|TIME|REGS, no BPF,
  *       one thread only: per-task events without inherit)
@@ -13,6 +13,7 @@
  *       drainer continues it once the ring is empty (0: off)
  *   -M  attach through a uprobe_multi link (bpf(BPF_LINK_CREATE), 6.6+) instead of the per-probe
  *       perf event libbpf 1.1 opens (uprobe PMU)
+ *   -K  keep the program running when this process dies (no PR_SET_PDEATHSIG): for the kill -9 test
  *   -L  keep the live-block ledger in the drainer (b, c, d, f) and print its peak
  */
 #define _GNU_SOURCE
@@ -246,8 +247,8 @@ int main(int argc, char **argv)
 	const char *v = "a";
 	long pairs = 2000000;
 	uint64_t ring = 16 << 20, wake = 0, bp = 0;
-	int c, multi = 0;
-	while ((c = getopt(argc, argv, "+v:n:r:w:B:LM")) != -1) {
+	int c, multi = 0, orphan = 0;
+	while ((c = getopt(argc, argv, "+v:n:r:w:B:LMK")) != -1) {
 		switch (c) {
 		case 'v': v = optarg; break;
 		case 'n': pairs = atol(optarg); break;
@@ -256,8 +257,9 @@ int main(int argc, char **argv)
 		case 'B': bp = strtoull(optarg, NULL, 0); break;
 		case 'L': use_ledger = 1; break;
 		case 'M': multi = 1; break;
+		case 'K': orphan = 1; break;
 		default:
-			fprintf(stderr, "usage: kprobe [-v bare|a|b|c|d|e|f|p] [-n PAIRS] [-r RING] [-w WAKE] [-B BP] [-L] -- PROG ARGS\n");
+			fprintf(stderr, "usage: kprobe [-v bare|a|b|c|d|e|f|p] [-n PAIRS] [-r RING] [-w WAKE] [-B BP] [-L] [-M] [-K] -- PROG ARGS\n");
 			return 2;
 		}
 	}
@@ -281,7 +283,8 @@ int main(int argc, char **argv)
 		die("fork");
 	if (pid == 0) {
 		char b;
-		prctl(PR_SET_PDEATHSIG, SIGKILL);	/* a killed drainer takes the program with it */
+		if (!orphan)
+			prctl(PR_SET_PDEATHSIG, SIGKILL);	/* a killed drainer takes the program with it */
 		sigprocmask(SIG_UNBLOCK, &chld, NULL);
 		close(go[1]);
 		if (read(go[0], &b, 1) != 1)
