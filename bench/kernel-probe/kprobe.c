@@ -3,10 +3,11 @@
  * kprobe.bpf.c in one variant, attaches it to the child before it execs, drains the ring buffer on
  * this process's CPU, and prints one line of key=value results.
  *
- * Usage: kprobe [-v bare|a|b|c|d|e|f|p] [-n PAIRS] [-r RING] [-w WAKE] [-B BP] [-L] [-M] [-K] -- PROG ARGS
+ * Usage: kprobe [-v bare|a|b|c|d|e|f|p|P] [-n PAIRS] [-r RING] [-w WAKE] [-B BP] [-L] [-M] [-K] -- PROG ARGS
  *   -v  variant (docs/heap-events.md; f = b with the size kept in a map until the return, so that
  *       a malloc is one record; p = perf_event_open uprobes with ID|TID|TIME|REGS, no BPF,
- *       one thread only: per-task events without inherit)
+ *       one thread only: per-task events without inherit; P = the same through tracefs-defined
+ *       probes with inherit, one ring per CPU, every thread)
  *   -n  malloc/free pairs the program makes (for the per-pair figure)
  *   -r  ring bytes (power of two), -w wake the drainer at this many unread bytes,
  *   -B  back-pressure: the BPF program SIGSTOPs the target past this many unread bytes and the
@@ -29,6 +30,8 @@
 #include <sys/epoll.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
@@ -182,23 +185,81 @@ struct perf_ring {
 
 static long perf_lost;
 
-static long perf_open(pid_t pid, int ret, uint64_t offset, int uprobe_type, uint64_t ring, uint64_t wake)
+/* One sampling event: the uprobe PMU (config = is_return, config1 = path, config2 = offset) per
+ * task, or a tracefs-defined probe (PERF_TYPE_TRACEPOINT, config = its id) per CPU with inherit. */
+static long perf_open(pid_t pid, int cpu, uint32_t type, uint64_t config, uint64_t offset, int inherit,
+		      uint64_t ring, uint64_t wake)
 {
 	struct perf_event_attr a;
 	memset(&a, 0, sizeof(a));
 	a.size = sizeof(a);
-	a.type = uprobe_type;
-	a.config = ret;
-	a.config1 = (uint64_t)(uintptr_t)LIBC;
-	a.config2 = offset;
+	a.type = type;
+	a.config = config;
+	if (type != PERF_TYPE_TRACEPOINT) {
+		a.config1 = (uint64_t)(uintptr_t)LIBC;
+		a.config2 = offset;
+	}
 	a.sample_period = 1;
 	a.sample_type = PERF_SAMPLE_IDENTIFIER | PERF_SAMPLE_TID | PERF_SAMPLE_TIME | PERF_SAMPLE_REGS_USER;
 	a.sample_regs_user = (1ull << 0) /* AX */ | (1ull << 5) /* DI */;
 	a.disabled = 1;
 	a.enable_on_exec = 1;
+	a.inherit = inherit;
 	a.watermark = 1;
 	a.wakeup_watermark = wake < ring ? wake : ring / 4;
-	return syscall(SYS_perf_event_open, &a, pid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+	return syscall(SYS_perf_event_open, &a, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+}
+
+/* tracefs, mounted on a private directory when it is not mounted already (this VM has it not). */
+static char tracefs[64] = "/sys/kernel/tracing";
+static int tracefs_mounted;
+static char probe_group[32];
+
+static void tracefs_write(const char *what)
+{
+	char path[128];
+	snprintf(path, sizeof(path), "%s/uprobe_events", tracefs);
+	int fd = open(path, O_WRONLY | O_APPEND);
+	if (fd < 0 || write(fd, what, strlen(what)) != (ssize_t)strlen(what))
+		fprintf(stderr, "kprobe: %s: %s: %s\n", path, what, strerror(errno));
+	if (fd >= 0)
+		close(fd);
+}
+
+/* Every perf event fd: a probe definition cannot be removed while an event on it is open. */
+static int perf_fds[1024], nperf_fds;
+
+static void tracefs_cleanup(void)
+{
+	for (int i = 0; i < nperf_fds; i++)
+		close(perf_fds[i]);
+	nperf_fds = 0;
+	if (!probe_group[0])
+		return;
+	static const char *names[] = { "malloc", "mret", "free" };
+	char buf[96];
+	for (int i = 0; i < 3; i++) {
+		snprintf(buf, sizeof(buf), "-:%s/%s\n", probe_group, names[i]);
+		tracefs_write(buf);
+	}
+	if (tracefs_mounted) {
+		umount2(tracefs, MNT_DETACH);
+		rmdir(tracefs);
+	}
+}
+
+static uint64_t tracefs_probe(const char *def, const char *name)
+{
+	char buf[160];
+	snprintf(buf, sizeof(buf), "%s:%s/%s %s\n", def[0] == 'r' ? "r" : "p", probe_group, name, def + 1);
+	tracefs_write(buf);
+	snprintf(buf, sizeof(buf), "%s/events/%s/%s/id", tracefs, probe_group, name);
+	FILE *f = fopen(buf, "r");
+	unsigned long long id = 0;
+	if (!f || fscanf(f, "%llu", &id) != 1)
+		die("tracefs probe id");
+	fclose(f);
+	return id;
 }
 
 static void perf_drain(struct perf_ring *r)
@@ -259,7 +320,7 @@ int main(int argc, char **argv)
 		case 'M': multi = 1; break;
 		case 'K': orphan = 1; break;
 		default:
-			fprintf(stderr, "usage: kprobe [-v bare|a|b|c|d|e|f|p] [-n PAIRS] [-r RING] [-w WAKE] [-B BP] [-L] [-M] [-K] -- PROG ARGS\n");
+			fprintf(stderr, "usage: kprobe [-v bare|a|b|c|d|e|f|p|P] [-n PAIRS] [-r RING] [-w WAKE] [-B BP] [-L] [-M] [-K] -- PROG ARGS\n");
 			return 2;
 		}
 	}
@@ -267,7 +328,7 @@ int main(int argc, char **argv)
 		return fprintf(stderr, "kprobe: no program\n"), 2;
 	if (!wake)
 		wake = ring / 4;
-	int bare = !strcmp(v, "bare"), perf = !strcmp(v, "p");
+	int bare = !strcmp(v, "bare"), perf = !strcmp(v, "p"), tracefs_perf = !strcmp(v, "P");
 
 	/* SIGCHLD through a signalfd: the exit and each back-pressure stop wake the loop at once. */
 	sigset_t chld;
@@ -296,37 +357,60 @@ int main(int argc, char **argv)
 
 	struct kprobe_bpf *skel = NULL;
 	struct ring_buffer *rb = NULL;
-	struct perf_ring pr[3];
+	struct perf_ring pr[256];
 	int npr = 0;
 	int ep = epoll_create1(EPOLL_CLOEXEC);
 	struct epoll_event e = { .events = EPOLLIN, .data.u32 = 0 };
 	if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, sfd, &e))
 		die("epoll");
-	if (perf) {
-		FILE *f = fopen("/sys/bus/event_source/devices/uprobe/type", "r");
-		int type = 0;
-		if (!f || fscanf(f, "%d", &type) != 1)
-			die("uprobe pmu type");
-		fclose(f);
-		struct { int ret; uint64_t off; } ev[3] = { { 0, 0x98930 }, { 1, 0x98930 }, { 0, 0x98ef3 } };
-		int first = -1;
-		for (int i = 0; i < 3; i++) {
-			long fd = perf_open(pid, ev[i].ret, ev[i].off, type, ring, wake);
-			if (fd < 0)
-				die("perf_event_open");
-			if (first < 0) {
-				pr[0].fd = first = (int)fd;
-				pr[0].size = ring;
-				pr[0].meta = mmap(NULL, ring + 4096, PROT_READ | PROT_WRITE, MAP_SHARED, first, 0);
-				if (pr[0].meta == MAP_FAILED)
+	if (perf || tracefs_perf) {
+		/* p: uprobe PMU events on the task alone (inherit would make the target's fork and
+		 * pthread_create fail with EFAULT, docs/heap-events.md), one ring.
+		 * P: tracefs probes, inherit, one event per (probe, CPU) and one ring per CPU. */
+		uint32_t type = PERF_TYPE_TRACEPOINT;
+		uint64_t config[3] = { 0, 1, 0 }, off[3] = { 0x98930, 0x98930, 0x98ef3 };
+		int ncpu = tracefs_perf ? libbpf_num_possible_cpus() : 1;
+		if (perf) {
+			FILE *f = fopen("/sys/bus/event_source/devices/uprobe/type", "r");
+			if (!f || fscanf(f, "%u", &type) != 1)
+				die("uprobe pmu type");
+			fclose(f);
+		} else {
+			if (access("/sys/kernel/tracing/uprobe_events", W_OK)) {
+				snprintf(tracefs, sizeof(tracefs), "/tmp/kprobe-tracefs-%d", (int)getpid());
+				if (mkdir(tracefs, 0700) || mount("nodev", tracefs, "tracefs", 0, NULL))
+					die("mount tracefs");
+				tracefs_mounted = 1;
+			}
+			snprintf(probe_group, sizeof(probe_group), "kprobe%d", (int)getpid());
+			atexit(tracefs_cleanup);
+			config[0] = tracefs_probe("p" LIBC ":0x98930", "malloc");
+			config[1] = tracefs_probe("r" LIBC ":0x98930", "mret");
+			config[2] = tracefs_probe("p" LIBC ":0x98ef3", "free");
+		}
+		for (int cpu = 0; cpu < ncpu && cpu < 256; cpu++) {
+			int first = -1;
+			for (int i = 0; i < 3; i++) {
+				long fd = perf_open(pid, perf ? -1 : cpu, type, config[i], off[i], tracefs_perf, ring, wake);
+				if (fd < 0)
+					die("perf_event_open");
+				if (nperf_fds < 1024)
+					perf_fds[nperf_fds++] = (int)fd;
+				if (first >= 0) {
+					if (ioctl((int)fd, PERF_EVENT_IOC_SET_OUTPUT, first))
+						die("PERF_EVENT_IOC_SET_OUTPUT");
+					continue;
+				}
+				struct perf_ring *r = &pr[npr++];
+				r->fd = first = (int)fd;
+				r->size = ring;
+				r->meta = mmap(NULL, ring + 4096, PROT_READ | PROT_WRITE, MAP_SHARED, first, 0);
+				if (r->meta == MAP_FAILED)
 					die("mmap perf ring");
-				pr[0].data = (char *)pr[0].meta + 4096;
-				npr = 1;
+				r->data = (char *)r->meta + 4096;
 				e.data.u32 = 1;
 				if (epoll_ctl(ep, EPOLL_CTL_ADD, first, &e))
 					die("epoll perf");
-			} else if (ioctl((int)fd, PERF_EVENT_IOC_SET_OUTPUT, first)) {
-				die("PERF_EVENT_IOC_SET_OUTPUT");
 			}
 		}
 	} else if (!bare) {
@@ -456,6 +540,10 @@ attached:
 		       (long long)g.peak, (long long)g.total, (unsigned long long)g.peak_gen, nstat,
 		       (long long)kpeak_check);
 	printf("\n");
+	for (int i = 0; i < npr; i++)
+		munmap(pr[i].meta, pr[i].size + 4096);
+	tracefs_cleanup();
+	probe_group[0] = 0;
 	if (rb)
 		ring_buffer__free(rb);
 	kprobe_bpf__destroy(skel);
