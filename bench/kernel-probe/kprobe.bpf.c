@@ -13,7 +13,8 @@ char LICENSE[] SEC("license") = "GPL";
 /* Set by kprobe.c before load (the rodata section of the skeleton). */
 const volatile __u32 variant = 'a';
 const volatile __u32 target_tgid = 0;
-const volatile __u64 wake_bytes = 1 << 20;	/* wake the drainer when this much is unread */
+const volatile __u64 wake_bytes = 1 << 20;	/* wake the drainer when this much is unread (0: the
+						 * ringbuf's default, a wakeup whenever it caught up) */
 const volatile __u64 bp_bytes = 0;		/* back-pressure: SIGSTOP the target past this (0: off) */
 
 struct {
@@ -113,6 +114,8 @@ static __always_inline __u64 submit_flags(void)
 		bpf_send_signal(19 /* SIGSTOP */);
 		count(KP_C_SIGNAL);
 	}
+	if (!wake_bytes)
+		return 0;
 	return avail >= wake_bytes ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
 }
 
@@ -265,6 +268,21 @@ int BPF_KPROBE(malloc_enter, __u64 size)
 			emit(KP_MALLOC_FP, size, fp);
 		break;
 	}
+	case 'g': {
+		/* The kernel's frame-pointer walk of the user stack (as perf's callchain), 32 frames. */
+		struct kp_chain *r = bpf_ringbuf_reserve(&rb, sizeof(*r), 0);
+		if (!r) {
+			count(KP_C_LOST);
+			submit_flags();
+			break;
+		}
+		r->h.kind = KP_MALLOC_CHAIN;
+		r->h.tid = (__u32)bpf_get_current_pid_tgid();
+		r->h.a = size;
+		r->h.b = bpf_get_stack(ctx, r->ip, sizeof(r->ip), BPF_F_USER_STACK);
+		bpf_ringbuf_submit(r, submit_flags());
+		break;
+	}
 	case 'f': {
 		__u32 tid = (__u32)bpf_get_current_pid_tgid();
 		struct pending p = { .size = size };
@@ -291,6 +309,7 @@ int BPF_KRETPROBE(malloc_exit, __u64 ptr)
 	case 'b':
 	case 'c':
 	case 'd':
+	case 'g':
 		emit(KP_RET, ptr, 0);
 		break;
 	case 'f': {
@@ -330,6 +349,7 @@ int BPF_KPROBE(free_enter, __u64 ptr)
 	case 'c':
 	case 'd':
 	case 'f':
+	case 'g':
 		emit(KP_FREE, ptr, 0);
 		break;
 	case 'e': {

@@ -3,13 +3,15 @@
  * kprobe.bpf.c in one variant, attaches it to the child before it execs, drains the ring buffer on
  * this process's CPU, and prints one line of key=value results.
  *
- * Usage: kprobe [-v bare|a|b|c|d|e|f|p|P] [-n PAIRS] [-r RING] [-w WAKE] [-B BP] [-L] [-M] [-K] -- PROG ARGS
+ * Usage: kprobe [-v bare|a|b|c|d|e|f|g|p|P] [-n PAIRS] [-r RING] [-w WAKE] [-B BP] [-L] [-M] [-K] [-A] -- PROG ARGS
  *   -v  variant (docs/heap-events.md; f = b with the size kept in a map until the return, so that
- *       a malloc is one record; p = perf_event_open uprobes with ID|TID|TIME|REGS, no BPF,
+ *       a malloc is one record; g = b with the kernel's frame-pointer user callchain (32 frames,
+ *       bpf_get_stack) in each malloc record; p = perf_event_open uprobes with ID|TID|TIME|REGS, no BPF,
  *       one thread only: per-task events without inherit; P = the same through tracefs-defined
  *       probes with inherit, one ring per CPU, every thread)
  *   -n  malloc/free pairs the program makes (for the per-pair figure)
  *   -r  ring bytes (power of two), -w wake the drainer at this many unread bytes,
+ *   -A  wake the drainer as the ringbuf does by default (whenever it had caught up), not at -w
  *   -B  back-pressure: the BPF program SIGSTOPs the target past this many unread bytes and the
  *       drainer continues it once the ring is empty (0: off)
  *   -M  attach through a uprobe_multi link (bpf(BPF_LINK_CREATE), 6.6+) instead of the per-probe
@@ -155,6 +157,7 @@ static int on_record(void *ctx, void *data, size_t size)
 	case KP_MALLOC:
 	case KP_MALLOC_STACK:
 	case KP_MALLOC_FP:
+	case KP_MALLOC_CHAIN:
 		ledger_malloc(r->tid, r->a);
 		break;
 	case KP_FP_NEW:
@@ -308,8 +311,8 @@ int main(int argc, char **argv)
 	const char *v = "a";
 	long pairs = 2000000;
 	uint64_t ring = 16 << 20, wake = 0, bp = 0;
-	int c, multi = 0, orphan = 0;
-	while ((c = getopt(argc, argv, "+v:n:r:w:B:LMK")) != -1) {
+	int c, multi = 0, orphan = 0, adaptive = 0;
+	while ((c = getopt(argc, argv, "+v:n:r:w:B:LMKA")) != -1) {
 		switch (c) {
 		case 'v': v = optarg; break;
 		case 'n': pairs = atol(optarg); break;
@@ -319,8 +322,9 @@ int main(int argc, char **argv)
 		case 'L': use_ledger = 1; break;
 		case 'M': multi = 1; break;
 		case 'K': orphan = 1; break;
+		case 'A': adaptive = 1; break;
 		default:
-			fprintf(stderr, "usage: kprobe [-v bare|a|b|c|d|e|f|p|P] [-n PAIRS] [-r RING] [-w WAKE] [-B BP] [-L] [-M] [-K] -- PROG ARGS\n");
+			fprintf(stderr, "usage: kprobe [-v bare|a|b|c|d|e|f|g|p|P] [-n PAIRS] [-r RING] [-w WAKE] [-B BP] [-L] [-M] [-K] [-A] -- PROG ARGS\n");
 			return 2;
 		}
 	}
@@ -419,7 +423,7 @@ int main(int argc, char **argv)
 			die("kprobe_bpf__open");
 		skel->rodata->variant = (unsigned char)v[0];
 		skel->rodata->target_tgid = pid;
-		skel->rodata->wake_bytes = wake;
+		skel->rodata->wake_bytes = adaptive ? 0 : wake;
 		skel->rodata->bp_bytes = bp;
 		if (bpf_map__set_max_entries(skel->maps.rb, ring))
 			die("ring size");
@@ -521,11 +525,11 @@ attached:
 		}
 	}
 	double tcpu = ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
-	printf("variant=%s%s pairs=%ld ring=%llu status=%d wall_s=%.4f us_pair=%.4f target_cpu_s=%.3f target_sys_s=%.3f "
+	printf("variant=%s%s%s pairs=%ld ring=%llu status=%d wall_s=%.4f us_pair=%.4f target_cpu_s=%.3f target_sys_s=%.3f "
 	       "drainer_cpu_s=%.3f records=%ld rec_bytes=%ld big=%ld stack_bytes_avg=%.0f lost=%llu perf_lost=%ld "
 	       "mallocs=%llu rets=%llu frees=%llu newfp=%llu stackfail=%llu stackiderr=%llu signals=%llu stops=%ld "
 	       "mapfull=%llu",
-	       v, multi ? "M" : "", pairs, (unsigned long long)ring, WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status), wall,
+	       v, multi ? "M" : "", adaptive ? "A" : "", pairs, (unsigned long long)ring, WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status), wall,
 	       wall * 1e6 / pairs, tcpu, ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6, drain_cpu, records, rec_bytes,
 	       big_records, big_records ? (double)stack_bytes / big_records : 0.0, (unsigned long long)cnt[KP_C_LOST],
 	       perf_lost, (unsigned long long)cnt[KP_C_MALLOC], (unsigned long long)cnt[KP_C_RET],

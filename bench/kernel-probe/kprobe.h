@@ -15,6 +15,7 @@ enum {
 	KP_RET_UNTRACKED,	/* (e) a block the maps could not hold: a = pointer, b = size */
 	KP_FREE_UNKNOWN,	/* (e) a free of a block the maps never saw: a = pointer */
 	KP_RET_SIZE,		/* (f) one record per malloc: a = pointer, b = size from the entry */
+	KP_MALLOC_CHAIN,	/* (g) a = size, b = bytes of ip[] filled (struct kp_chain) */
 };
 
 /* Per-CPU counters kept by the BPF programs. */
@@ -44,6 +45,11 @@ struct kp_big {
 	struct kp_rec h;
 	__u64 len;		/* bytes of stack actually copied */
 	__u8 stack[8192];
+};
+
+struct kp_chain {
+	struct kp_rec h;
+	__u64 ip[32];
 };
 
 /* (e) per fingerprint: live bytes now; snap holds the value at the latest peak when gen equals
