@@ -16,6 +16,7 @@ const volatile __u32 target_tgid = 0;
 const volatile __u64 wake_bytes = 1 << 20;	/* wake the drainer when this much is unread (0: the
 						 * ringbuf's default, a wakeup whenever it caught up) */
 const volatile __u64 bp_bytes = 0;		/* back-pressure: SIGSTOP the target past this (0: off) */
+const volatile __u32 bp_thread = 0;		/* SIGSTOP the thread alone (its tracer suppresses it) */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -106,12 +107,16 @@ static __always_inline int ours(void)
 }
 
 /* Wakes the drainer only past a watermark (a wakeup per record would cost an irq_work each),
- * and stops the whole target with SIGSTOP past the back-pressure watermark. */
+ * and stops the target with SIGSTOP past the back-pressure watermark: the whole group (no tracer),
+ * or under ptrace the calling thread alone, before it runs another instruction. */
 static __always_inline __u64 submit_flags(void)
 {
 	__u64 avail = bpf_ringbuf_query(&rb, BPF_RB_AVAIL_DATA);
 	if (bp_bytes && avail >= bp_bytes) {
-		bpf_send_signal(19 /* SIGSTOP */);
+		if (bp_thread)
+			bpf_send_signal_thread(19 /* SIGSTOP */);
+		else
+			bpf_send_signal(19 /* SIGSTOP */);
 		count(KP_C_SIGNAL);
 	}
 	if (!wake_bytes)

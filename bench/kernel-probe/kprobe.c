@@ -3,7 +3,7 @@
  * kprobe.bpf.c in one variant, attaches it to the child before it execs, drains the ring buffer on
  * this process's CPU, and prints one line of key=value results.
  *
- * Usage: kprobe [-v bare|a|b|c|d|e|f|g|p|P] [-n PAIRS] [-r RING] [-w WAKE] [-B BP] [-L] [-M] [-K] [-A] -- PROG ARGS
+ * Usage: kprobe [-v bare|a|b|c|d|e|f|g|p|P] [-n PAIRS] [-r RING] [-w WAKE] [-B BP] [-L] [-M] [-K] [-A] [-T] -- PROG ARGS
  *   -v  variant (docs/heap-events.md; f = b with the size kept in a map until the return, so that
  *       a malloc is one record; g = b with the kernel's frame-pointer user callchain (32 frames,
  *       bpf_get_stack) in each malloc record; p = perf_event_open uprobes with ID|TID|TIME|REGS, no BPF,
@@ -17,6 +17,8 @@
  *   -M  attach through a uprobe_multi link (bpf(BPF_LINK_CREATE), 6.6+) instead of the per-probe
  *       perf event libbpf 1.1 opens (uprobe PMU)
  *   -K  keep the program running when this process dies (no PR_SET_PDEATHSIG): for the kill -9 test
+ *   -T  with -B: ptrace the program (PTRACE_SEIZE, every thread) and stop only the thread that
+ *       passed the watermark; its SIGSTOP is suppressed after the drain, as ptfil would do
  *   -L  keep the live-block ledger in the drainer (b, c, d, f) and print its peak
  */
 #define _GNU_SOURCE
@@ -35,6 +37,7 @@
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/prctl.h>
+#include <sys/ptrace.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/syscall.h>
@@ -311,8 +314,8 @@ int main(int argc, char **argv)
 	const char *v = "a";
 	long pairs = 2000000;
 	uint64_t ring = 16 << 20, wake = 0, bp = 0;
-	int c, multi = 0, orphan = 0, adaptive = 0;
-	while ((c = getopt(argc, argv, "+v:n:r:w:B:LMKA")) != -1) {
+	int c, multi = 0, orphan = 0, adaptive = 0, traced = 0;
+	while ((c = getopt(argc, argv, "+v:n:r:w:B:LMKAT")) != -1) {
 		switch (c) {
 		case 'v': v = optarg; break;
 		case 'n': pairs = atol(optarg); break;
@@ -323,8 +326,9 @@ int main(int argc, char **argv)
 		case 'M': multi = 1; break;
 		case 'K': orphan = 1; break;
 		case 'A': adaptive = 1; break;
+		case 'T': traced = 1; break;
 		default:
-			fprintf(stderr, "usage: kprobe [-v bare|a|b|c|d|e|f|g|p|P] [-n PAIRS] [-r RING] [-w WAKE] [-B BP] [-L] [-M] [-K] [-A] -- PROG ARGS\n");
+			fprintf(stderr, "usage: kprobe [-v bare|a|b|c|d|e|f|g|p|P] [-n PAIRS] [-r RING] [-w WAKE] [-B BP] [-L] [-M] [-K] [-A] [-T] -- PROG ARGS\n");
 			return 2;
 		}
 	}
@@ -358,6 +362,8 @@ int main(int argc, char **argv)
 		_exit(127);
 	}
 	close(go[0]);
+	if (traced && ptrace(PTRACE_SEIZE, pid, 0, PTRACE_O_TRACECLONE | PTRACE_O_EXITKILL))
+		die("PTRACE_SEIZE");
 
 	struct kprobe_bpf *skel = NULL;
 	struct ring_buffer *rb = NULL;
@@ -425,6 +431,7 @@ int main(int argc, char **argv)
 		skel->rodata->target_tgid = pid;
 		skel->rodata->wake_bytes = adaptive ? 0 : wake;
 		skel->rodata->bp_bytes = bp;
+		skel->rodata->bp_thread = traced;
 		if (bpf_map__set_max_entries(skel->maps.rb, ring))
 			die("ring size");
 		if (multi) {
@@ -479,7 +486,30 @@ attached:
 		while (read(sfd, &si, sizeof(si)) == sizeof(si))
 			;
 		pid_t w;
-		while ((w = wait4(pid, &status, WNOHANG | WUNTRACED, &ru)) == pid) {
+		/* Traced: every thread's stops come here. A SIGSTOP is back-pressure: drain, then
+		 * restart the thread with the signal suppressed; anything else goes on as it was. */
+		while (traced && (w = waitpid(-1, &status, __WALL | WNOHANG)) > 0) {
+			if (w == pid && !WIFSTOPPED(status)) {
+				t1 = now();
+				getrusage(RUSAGE_CHILDREN, &ru);
+				break;
+			}
+			if (!WIFSTOPPED(status))
+				continue;
+			int sig = WSTOPSIG(status);
+			if (status >> 16) {	/* a clone event or a new thread's first stop */
+				ptrace(PTRACE_CONT, w, 0, 0);
+				continue;
+			}
+			if (sig == SIGSTOP) {
+				stops++;
+				if (rb)
+					ring_buffer__consume(rb);
+				sig = 0;
+			}
+			ptrace(PTRACE_CONT, w, 0, sig);
+		}
+		while (!traced && (w = wait4(pid, &status, WNOHANG | WUNTRACED, &ru)) == pid) {
 			if (WIFSTOPPED(status)) {
 				stops++;
 				if (rb)
