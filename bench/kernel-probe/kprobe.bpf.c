@@ -18,6 +18,9 @@ const volatile __u64 wake_bytes = 1 << 20;	/* wake the drainer when this much is
 const volatile __u64 bp_bytes = 0;		/* back-pressure: SIGSTOP the target past this (0: off) */
 const volatile __u32 bp_thread = 0;		/* SIGSTOP the thread alone (its tracer suppresses it) */
 
+/* (y) the address of CPython 3.11's _PyRuntime in the target, set by kprobe.c after the exec. */
+__u64 py_runtime = 0;
+
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 16 << 20);	/* resized by kprobe.c */
@@ -288,6 +291,37 @@ int BPF_KPROBE(malloc_enter, __u64 size)
 		bpf_ringbuf_submit(r, submit_flags());
 		break;
 	}
+	case 'y': {
+		/* CPython 3.11's frame chain, read at the event (the interpreter overwrites it as it
+		 * runs on): _PyRuntime.gilstate.tstate_current -> cframe -> current_frame, then
+		 * (f_code, prev_instr) per frame through ->previous. Offsets of Debian's 3.11.2. */
+		struct kp_py *r = bpf_ringbuf_reserve(&rb, sizeof(*r), 0);
+		__u64 ts = 0, cf = 0, fr = 0, f[4];
+		if (!r) {
+			count(KP_C_LOST);
+			submit_flags();
+			break;
+		}
+		r->h.kind = KP_MALLOC_PY;
+		r->h.tid = (__u32)bpf_get_current_pid_tgid();
+		r->h.a = size;
+		r->h.b = 0;
+		if (py_runtime && !bpf_probe_read_user(&ts, 8, (void *)(py_runtime + 576)) && ts &&
+		    !bpf_probe_read_user(&cf, 8, (void *)(ts + 56)) && cf &&
+		    !bpf_probe_read_user(&fr, 8, (void *)(cf + 8))) {
+			for (int i = 0; i < KP_PY_FRAMES && fr; i++) {
+				/* f_code, frame_obj, previous, prev_instr at +32..+63 */
+				if (bpf_probe_read_user(f, sizeof(f), (void *)(fr + 32)))
+					break;
+				r->code[i] = f[0];
+				r->instr[i] = f[3];
+				r->h.b = i + 1;
+				fr = f[2];
+			}
+		}
+		bpf_ringbuf_submit(r, submit_flags());
+		break;
+	}
 	case 'f': {
 		__u32 tid = (__u32)bpf_get_current_pid_tgid();
 		struct pending p = { .size = size };
@@ -315,6 +349,7 @@ int BPF_KRETPROBE(malloc_exit, __u64 ptr)
 	case 'c':
 	case 'd':
 	case 'g':
+	case 'y':
 		emit(KP_RET, ptr, 0);
 		break;
 	case 'f': {
@@ -355,6 +390,7 @@ int BPF_KPROBE(free_enter, __u64 ptr)
 	case 'd':
 	case 'f':
 	case 'g':
+	case 'y':
 		emit(KP_FREE, ptr, 0);
 		break;
 	case 'e': {

@@ -3,10 +3,11 @@
  * kprobe.bpf.c in one variant, attaches it to the child before it execs, drains the ring buffer on
  * this process's CPU, and prints one line of key=value results.
  *
- * Usage: kprobe [-v bare|a|b|c|d|e|f|g|p|P] [-n PAIRS] [-r RING] [-w WAKE] [-B BP] [-L] [-M] [-K] [-A] [-T] -- PROG ARGS
+ * Usage: kprobe [-v bare|a|b|c|d|e|f|g|y|p|P] [-n PAIRS] [-r RING] [-w WAKE] [-B BP] [-L] [-M] [-K] [-A] [-T] [-Y OFF] -- PROG ARGS
  *   -v  variant (docs/heap-events.md; f = b with the size kept in a map until the return, so that
  *       a malloc is one record; g = b with the kernel's frame-pointer user callchain (32 frames,
- *       bpf_get_stack) in each malloc record; p = perf_event_open uprobes with ID|TID|TIME|REGS, no BPF,
+ *       bpf_get_stack) in each malloc record; y = b with CPython 3.11's frame chain (code
+ *       object and last instruction per frame, 32 frames) read at each malloc; p = perf_event_open uprobes with ID|TID|TIME|REGS, no BPF,
  *       one thread only: per-task events without inherit; P = the same through tracefs-defined
  *       probes with inherit, one ring per CPU, every thread)
  *   -n  malloc/free pairs the program makes (for the per-pair figure)
@@ -19,6 +20,8 @@
  *   -K  keep the program running when this process dies (no PR_SET_PDEATHSIG): for the kill -9 test
  *   -T  with -B: ptrace the program (PTRACE_SEIZE, every thread) and stop only the thread that
  *       passed the watermark; its SIGSTOP is suppressed after the drain, as ptfil would do
+ *   -Y  (y) the offset of _PyRuntime in the program's executable (CPython 3.11, not PIE-relative
+ *       to anything else): the program's frames are read from base + offset after its exec
  *   -L  keep the live-block ledger in the drainer (b, c, d, f) and print its peak
  */
 #define _GNU_SOURCE
@@ -142,7 +145,7 @@ static void ledger_free(uint64_t ptr)
 	ledger_delete(ptr);
 }
 
-static long records, rec_bytes, big_records, stack_bytes;
+static long records, rec_bytes, big_records, stack_bytes, py_records, py_frames;
 
 static int on_record(void *ctx, void *data, size_t size)
 {
@@ -154,6 +157,10 @@ static int on_record(void *ctx, void *data, size_t size)
 		big_records++;
 		stack_bytes += ((const struct kp_big *)data)->len;
 	}
+	if (r->kind == KP_MALLOC_PY) {
+		py_records++;
+		py_frames += r->b;
+	}
 	if (!use_ledger)
 		return 0;
 	switch (r->kind) {
@@ -161,6 +168,7 @@ static int on_record(void *ctx, void *data, size_t size)
 	case KP_MALLOC_STACK:
 	case KP_MALLOC_FP:
 	case KP_MALLOC_CHAIN:
+	case KP_MALLOC_PY:
 		ledger_malloc(r->tid, r->a);
 		break;
 	case KP_FP_NEW:
@@ -313,9 +321,9 @@ int main(int argc, char **argv)
 {
 	const char *v = "a";
 	long pairs = 2000000;
-	uint64_t ring = 16 << 20, wake = 0, bp = 0;
+	uint64_t ring = 16 << 20, wake = 0, bp = 0, py_off = 0;
 	int c, multi = 0, orphan = 0, adaptive = 0, traced = 0;
-	while ((c = getopt(argc, argv, "+v:n:r:w:B:LMKAT")) != -1) {
+	while ((c = getopt(argc, argv, "+v:n:r:w:B:LMKATY:")) != -1) {
 		switch (c) {
 		case 'v': v = optarg; break;
 		case 'n': pairs = atol(optarg); break;
@@ -327,8 +335,9 @@ int main(int argc, char **argv)
 		case 'K': orphan = 1; break;
 		case 'A': adaptive = 1; break;
 		case 'T': traced = 1; break;
+		case 'Y': py_off = strtoull(optarg, NULL, 0); break;
 		default:
-			fprintf(stderr, "usage: kprobe [-v bare|a|b|c|d|e|f|g|p|P] [-n PAIRS] [-r RING] [-w WAKE] [-B BP] [-L] [-M] [-K] [-A] [-T] -- PROG ARGS\n");
+			fprintf(stderr, "usage: kprobe [-v bare|a|b|c|d|e|f|g|y|p|P] [-n PAIRS] [-r RING] [-w WAKE] [-B BP] [-L] [-M] [-K] [-A] [-T] [-Y OFF] -- PROG ARGS\n");
 			return 2;
 		}
 	}
@@ -471,6 +480,35 @@ attached:
 	if (write(go[1], "x", 1) != 1)
 		die("write");
 	close(go[1]);
+	if (skel && py_off) {
+		/* Wait for the exec (a few ms), then find the executable's first mapping. */
+		char exe[256], want[256], line[512];
+		ssize_t n = readlink(argv[optind], want, sizeof(want) - 1);
+		snprintf(exe, sizeof(exe), "/proc/%d/exe", (int)pid);
+		if (n < 0)
+			n = snprintf(want, sizeof(want), "%s", argv[optind]);
+		want[n] = 0;
+		char *real = realpath(argv[optind], NULL);
+		for (int i = 0; i < 5000; i++) {
+			char got[256];
+			ssize_t m = readlink(exe, got, sizeof(got) - 1);
+			if (m > 0 && real && (got[m] = 0, !strcmp(got, real)))
+				break;
+			usleep(200);
+		}
+		snprintf(exe, sizeof(exe), "/proc/%d/maps", (int)pid);
+		FILE *f = fopen(exe, "r");
+		while (f && real && fgets(line, sizeof(line), f)) {
+			unsigned long long lo;
+			if (strstr(line, real) && sscanf(line, "%llx-", &lo) == 1) {
+				skel->bss->py_runtime = lo + py_off;
+				break;
+			}
+		}
+		if (f)
+			fclose(f);
+		free(real);
+	}
 	int status = 0;
 	struct rusage ru = { 0 };
 	for (;;) {
@@ -569,6 +607,8 @@ attached:
 	if (use_ledger)
 		printf(" ledger_peak=%lld ledger_live=%lld ledger_unknown_frees=%ld", (long long)ledger_peak,
 		       (long long)ledger_total, ledger_unknown);
+	if (py_records)
+		printf(" py_records=%ld py_frames_avg=%.1f", py_records, (double)py_frames / py_records);
 	if (v[0] == 'e')
 		printf(" kernel_peak=%lld kernel_live=%lld peak_gen=%llu fingerprints=%ld peak_by_stacks=%lld",
 		       (long long)g.peak, (long long)g.total, (unsigned long long)g.peak_gen, nstat,

@@ -16,6 +16,7 @@ enum {
 	KP_FREE_UNKNOWN,	/* (e) a free of a block the maps never saw: a = pointer */
 	KP_RET_SIZE,		/* (f) one record per malloc: a = pointer, b = size from the entry */
 	KP_MALLOC_CHAIN,	/* (g) a = size, b = bytes of ip[] filled (struct kp_chain) */
+	KP_MALLOC_PY,		/* (y) a = size, b = Python frames read (struct kp_py) */
 };
 
 /* Per-CPU counters kept by the BPF programs. */
@@ -50,6 +51,14 @@ struct kp_big {
 struct kp_chain {
 	struct kp_rec h;
 	__u64 ip[32];
+};
+
+#define KP_PY_FRAMES 32
+
+struct kp_py {
+	struct kp_rec h;
+	__u64 code[KP_PY_FRAMES];	/* the frame's code object */
+	__u64 instr[KP_PY_FRAMES];	/* its last instruction (the line, with the code's table) */
 };
 
 /* (e) per fingerprint: live bytes now; snap holds the value at the latest peak when gen equals
