@@ -482,13 +482,9 @@ attached:
 	close(go[1]);
 	if (skel && py_off) {
 		/* Wait for the exec (a few ms), then find the executable's first mapping. */
-		char exe[256], want[256], line[512];
-		ssize_t n = readlink(argv[optind], want, sizeof(want) - 1);
-		snprintf(exe, sizeof(exe), "/proc/%d/exe", (int)pid);
-		if (n < 0)
-			n = snprintf(want, sizeof(want), "%s", argv[optind]);
-		want[n] = 0;
+		char exe[64], line[512];
 		char *real = realpath(argv[optind], NULL);
+		snprintf(exe, sizeof(exe), "/proc/%d/exe", (int)pid);
 		for (int i = 0; i < 5000; i++) {
 			char got[256];
 			ssize_t m = readlink(exe, got, sizeof(got) - 1);
