@@ -485,7 +485,7 @@ attached:
 		char exe[64], line[512];
 		char *real = realpath(argv[optind], NULL);
 		snprintf(exe, sizeof(exe), "/proc/%d/exe", (int)pid);
-		for (int i = 0; i < 5000; i++) {
+		for (int i = 0; i < 50000; i++) {	/* 10 s at most, for a loaded machine */
 			char got[256];
 			ssize_t m = readlink(exe, got, sizeof(got) - 1);
 			if (m > 0 && real && (got[m] = 0, !strcmp(got, real)))
@@ -504,6 +504,8 @@ attached:
 		if (f)
 			fclose(f);
 		free(real);
+		if (!skel->bss->py_runtime)
+			fprintf(stderr, "kprobe: %s not mapped in %d: no Python frames\n", argv[optind], (int)pid);
 	}
 	int status = 0;
 	struct rusage ru = { 0 };
