@@ -481,28 +481,25 @@ attached:
 		die("write");
 	close(go[1]);
 	if (skel && py_off) {
-		/* Wait for the exec (a few ms), then find the executable's first mapping. */
-		char exe[64], line[512];
+		/* Wait for the exec (a few ms; /proc/PID/exe changes before the new image is mapped,
+		 * so wait for the mapping itself) and take the executable's first mapping. */
+		char maps[64], line[512];
 		char *real = realpath(argv[optind], NULL);
-		snprintf(exe, sizeof(exe), "/proc/%d/exe", (int)pid);
-		for (int i = 0; i < 50000; i++) {	/* 10 s at most, for a loaded machine */
-			char got[256];
-			ssize_t m = readlink(exe, got, sizeof(got) - 1);
-			if (m > 0 && real && (got[m] = 0, !strcmp(got, real)))
-				break;
-			usleep(200);
-		}
-		snprintf(exe, sizeof(exe), "/proc/%d/maps", (int)pid);
-		FILE *f = fopen(exe, "r");
-		while (f && real && fgets(line, sizeof(line), f)) {
-			unsigned long long lo;
-			if (strstr(line, real) && sscanf(line, "%llx-", &lo) == 1) {
-				skel->bss->py_runtime = lo + py_off;
-				break;
+		snprintf(maps, sizeof(maps), "/proc/%d/maps", (int)pid);
+		for (int i = 0; real && i < 50000 && !skel->bss->py_runtime; i++) {	/* 10 s at most */
+			FILE *f = fopen(maps, "r");
+			while (f && fgets(line, sizeof(line), f)) {
+				unsigned long long lo;
+				if (strstr(line, real) && sscanf(line, "%llx-", &lo) == 1) {
+					skel->bss->py_runtime = lo + py_off;
+					break;
+				}
 			}
+			if (f)
+				fclose(f);
+			if (!skel->bss->py_runtime)
+				usleep(200);
 		}
-		if (f)
-			fclose(f);
 		free(real);
 		if (!skel->bss->py_runtime)
 			fprintf(stderr, "kprobe: %s not mapped in %d: no Python frames\n", argv[optind], (int)pid);
