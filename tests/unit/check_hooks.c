@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "tests/unit/suites.h"
+#include "tests/unit/testutil.h"
 #include "common/error.h"
 #include "symbols/maps.h"
 #include "symbols/sym.h"
@@ -234,26 +235,6 @@ START_TEST(test_hooks_alias_is_one_breakpoint)
 }
 END_TEST
 
-static char *capture_stderr(void (*fn)(void *), void *arg)
-{
-	FILE *tmp = tmpfile();
-	int saved = dup(2);
-	ck_assert(tmp != NULL && saved >= 0);
-	fflush(stderr);
-	dup2(fileno(tmp), 2);
-	fn(arg);
-	fflush(stderr);
-	dup2(saved, 2);
-	close(saved);
-	long len = lseek(fileno(tmp), 0, SEEK_END);
-	ck_assert_int_ge(len, 0);
-	char *out = calloc(1, (size_t)len + 1);
-	ck_assert_ptr_nonnull(out);
-	ck_assert_int_eq(pread(fileno(tmp), out, (size_t)len, 0), len);
-	fclose(tmp);
-	return out;
-}
-
 static void scan_quietly(void *arg)
 {
 	struct world *w = arg;
@@ -277,7 +258,7 @@ START_TEST(test_hooks_all_or_nothing)
 	poke(w.k, BASE + off, 0x0f);
 	poke(w.k, BASE + off + 1, 0x0b);
 	size_t pokes = w.k->n;
-	char *msg = capture_stderr(scan_quietly, &w);
+	char *msg = test_capture_stderr(scan_quietly, &w);
 	ck_assert_uint_eq(w.h.n, 0);
 	ck_assert_uint_eq(w.k->writes, 0);
 	ck_assert_uint_eq(w.k->n, pokes);

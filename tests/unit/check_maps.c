@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "tests/unit/suites.h"
+#include "tests/unit/testutil.h"
 #include "common/error.h"
 #include "symbols/maps.h"
 #include "tracer/modules.h"
@@ -142,25 +143,20 @@ START_TEST(test_parse_short_forms)
 }
 END_TEST
 
-/* Runs maps_parse with stderr in a temporary file and returns the message; the caller frees it. */
+/* What maps_parse of one text says: its result and its message (the caller frees the message). */
+struct parse_run { const char *text; struct maps *m; int rc; };
+
+static void run_parse(void *arg)
+{
+	struct parse_run *r = arg;
+	r->rc = maps_parse(r->text, strlen(r->text), r->m);
+}
+
 static char *parse_error(const char *text, struct maps *m, int *rc)
 {
-	FILE *tmp = tmpfile();
-	int saved = dup(2);
-
-	ck_assert(tmp != NULL && saved >= 0);
-	fflush(stderr);
-	dup2(fileno(tmp), 2);
-	*rc = maps_parse(text, strlen(text), m);
-	fflush(stderr);
-	dup2(saved, 2);
-	close(saved);
-	off_t len = lseek(fileno(tmp), 0, SEEK_END);
-	ck_assert_int_ge(len, 0);
-	char *out = calloc(1, (size_t)len + 1);
-	ck_assert_ptr_nonnull(out);
-	ck_assert_int_eq(pread(fileno(tmp), out, (size_t)len, 0), len);
-	fclose(tmp);
+	struct parse_run r = { text, m, 0 };
+	char *out = test_capture_stderr(run_parse, &r);
+	*rc = r.rc;
 	return out;
 }
 

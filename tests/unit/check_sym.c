@@ -355,30 +355,6 @@ START_TEST(test_libc_debug_file)
 }
 END_TEST
 
-/* Runs fn with stderr sent to a temporary file and returns what was written; the caller frees it. */
-static char *capture_stderr(void (*fn)(void *), void *arg)
-{
-	FILE *tmp = tmpfile();
-	int saved = dup(2);
-	char *out;
-	long len;
-
-	ck_assert(tmp != NULL && saved >= 0);
-	fflush(stderr);
-	dup2(fileno(tmp), 2);
-	fn(arg);
-	fflush(stderr);
-	dup2(saved, 2);
-	close(saved);
-	len = lseek(fileno(tmp), 0, SEEK_END);
-	ck_assert_int_ge(len, 0);
-	out = calloc(1, (size_t)len + 1);
-	ck_assert(out != NULL);
-	ck_assert_int_eq(pread(fileno(tmp), out, (size_t)len, 0), len);
-	fclose(tmp);
-	return out;
-}
-
 static void open_expect_null(void *arg)
 {
 	ck_assert_ptr_null(sym_open(arg));
@@ -403,7 +379,7 @@ START_TEST(test_bad_files)
 
 	const char *bad[] = { junk, empty, "/nonexistent/ptfil/libnothing.so", "/", "/dev/null" };
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		msg = capture_stderr(open_expect_null, (void *)bad[i]);
+		msg = test_capture_stderr(open_expect_null, (void *)bad[i]);
 		ck_assert_msg(strstr(msg, bad[i]) != NULL, "no message naming %s: \"%s\"", bad[i], msg);
 		free(msg);
 	}
