@@ -21,20 +21,7 @@
 NOINLINE static int worker_unit(unsigned seed)
 {
 	static const size_t sizes[] = { 40, 700, 6000, 180 * 1024 };
-	unsigned char *b[sizeof(sizes) / sizeof(sizes[0])];
-	int bad = 0;
-	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
-		b[i] = malloc(sizes[i]);
-		if (!b[i])
-			exit(10);
-		memset(b[i], (int)(seed + i), sizes[i]);
-	}
-	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
-		if (b[i][0] != (unsigned char)(seed + i) || b[i][sizes[i] - 1] != (unsigned char)(seed + i))
-			bad++;
-		free(b[i]);
-	}
-	return bad;
+	return blocks_round(sizes, sizeof(sizes) / sizeof(sizes[0]), seed);
 }
 
 /* Allocates until stdin is closed by its writer (never reads it: the main process does). */

@@ -26,20 +26,7 @@ static int errors; /* atomically updated */
 NOINLINE static int blocks_work(unsigned seed)
 {
 	static const size_t sizes[] = { 24, 200, 1000, 4000, 300 * 1024 };
-	unsigned char *b[sizeof(sizes) / sizeof(sizes[0])];
-	int bad = 0;
-	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
-		b[i] = malloc(sizes[i]);
-		if (!b[i])
-			exit(10);
-		memset(b[i], (int)(seed + i), sizes[i]);
-	}
-	for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
-		if (b[i][0] != (unsigned char)(seed + i) || b[i][sizes[i] - 1] != (unsigned char)(seed + i))
-			bad++;
-		free(b[i]);
-	}
-	return bad;
+	return blocks_round(sizes, sizeof(sizes) / sizeof(sizes[0]), seed);
 }
 
 NOINLINE static void child_work(void)

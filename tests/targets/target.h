@@ -29,6 +29,31 @@ static inline void *map_anon(size_t len)
 	return p;
 }
 
+/*
+ * One round of work on the heap: a block of each size (a large one is mmapped
+ * by glibc) filled with seed, read back and freed. Returns how many read back
+ * wrong: a target checks that it computed right under ptfil.
+ */
+static inline int blocks_round(const size_t *sizes, size_t n, unsigned seed)
+{
+	unsigned char *b[16];
+	int bad = 0;
+	if (n > 16)
+		exit(11);
+	for (size_t i = 0; i < n; i++) {
+		b[i] = malloc(sizes[i]);
+		if (!b[i])
+			exit(10);
+		memset(b[i], (int)(seed + i), sizes[i]);
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (b[i][0] != (unsigned char)(seed + i) || b[i][sizes[i] - 1] != (unsigned char)(seed + i))
+			bad++;
+		free(b[i]);
+	}
+	return bad;
+}
+
 /* Keeps the compiler from dropping work the test depends on. */
 static inline void keep(void *p) { __asm__ volatile("" : : "r"(p) : "memory"); }
 
