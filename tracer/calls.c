@@ -19,36 +19,18 @@
 #include "tracer/calls.h"
 #include "tracer/capture.h"
 #include "tracer/core.h"
+#include "tracer/remote.h"
 #include "tracer/rescue.h"
 #include "tracer/sysc.h"
 
 static int mem_read(void *arg, uint64_t addr, void *buf, size_t n)
 {
-	struct iovec l = { buf, n }, r = { (void *)(uintptr_t)addr, n };
-	return process_vm_readv(*(pid_t *)arg, &l, 1, &r, 1, 0) == (ssize_t)n ? 0 : -1;
+	return remote_read(*(pid_t *)arg, addr, buf, n);
 }
 
 static int mem_write(void *arg, uint64_t addr, const void *buf, size_t n)
 {
-	struct iovec l = { (void *)buf, n }, r = { (void *)(uintptr_t)addr, n };
-	if (process_vm_writev(*(pid_t *)arg, &l, 1, &r, 1, 0) == (ssize_t)n)
-		return 0;
-	/* Not writable through the VM interface (a read-only page): ptrace's forced write, word by word. */
-	for (size_t i = 0; i < n; i += 8) {
-		uint64_t word_addr = addr + i, word = 0;
-		size_t k = n - i < 8 ? n - i : 8;
-		if (k < 8) {
-			errno = 0;
-			long w = ptrace(PTRACE_PEEKDATA, *(pid_t *)arg, (void *)(uintptr_t)word_addr, NULL);
-			if (errno)
-				return -1;
-			word = (uint64_t)w;
-		}
-		memcpy(&word, (const char *)buf + i, k);
-		if (ptrace(PTRACE_POKEDATA, *(pid_t *)arg, (void *)(uintptr_t)word_addr, (void *)word))
-			return -1;
-	}
-	return 0;
+	return remote_write(*(pid_t *)arg, addr, buf, n);
 }
 
 /*

@@ -15,6 +15,7 @@
 #include "tracer/detach.h"
 #include "tracer/follow.h"
 #include "tracer/loop.h"
+#include "tracer/remote.h"
 #include "tracer/rescue.h"
 #include "tracer/sysc.h"
 
@@ -30,12 +31,9 @@ static void restore_return(struct tracee *t)
 	t->in_alloc = 0;
 	rescue_return_done(t->rescue);
 	uint64_t slot = 0;
-	struct iovec l = { &slot, 8 }, r = { (void *)(uintptr_t)t->call.rsp, 8 };
-	if (process_vm_readv(t->tid, &l, 1, &r, 1, 0) != 8 || slot != t->p->hooks.trampoline)
+	if (remote_read(t->tid, t->call.rsp, &slot, 8) || slot != t->p->hooks.trampoline)
 		return; /* already returned (a longjmp, or the frame reused) */
-	l.iov_base = &t->call.ret;
-	if (process_vm_writev(t->tid, &l, 1, &r, 1, 0) != 8 &&
-	    ptrace(PTRACE_POKEDATA, t->tid, (void *)(uintptr_t)t->call.rsp, (void *)(uintptr_t)t->call.ret))
+	if (remote_write(t->tid, t->call.rsp, &t->call.ret, 8))
 		error_errno("thread %d: cannot restore a return address", (int)t->tid);
 }
 

@@ -11,6 +11,7 @@
 #include "common/grow.h"
 #include "symbols/maps.h"
 #include "symbols/sym.h"
+#include "tracer/remote.h"
 #include "tracer/rescue.h"
 
 const char *const hook_names[HOOK__COUNT] = {
@@ -72,41 +73,15 @@ const struct hook_bp *hooks_find(const struct hooks *h, uint64_t addr)
 	return i == U64MAP_NONE || h->v[i].addr != addr ? NULL : &h->v[i];
 }
 
-/* Through a stopped thread: process_vm_readv for reads, ptrace word pokes for writes (text is not writable otherwise). */
+/* Through a stopped thread (tracer/remote.c). */
 static int tid_read(const struct hooks_mem *m, uint64_t addr, void *buf, size_t n)
 {
-	struct iovec l = { buf, n }, r = { (void *)(uintptr_t)addr, n };
-	if (process_vm_readv(m->tid, &l, 1, &r, 1, 0) == (ssize_t)n)
-		return 0;
-	/* A page the kernel will not lend to process_vm_readv (or a short read): word by word. */
-	for (size_t done = 0; done < n;) {
-		uint64_t at = addr + done, word_addr = at & ~7ULL;
-		errno = 0;
-		long word = ptrace(PTRACE_PEEKTEXT, m->tid, (void *)(uintptr_t)word_addr, NULL);
-		if (errno)
-			return -1;
-		size_t skip = (size_t)(at - word_addr), take = 8 - skip < n - done ? 8 - skip : n - done;
-		memcpy((char *)buf + done, (const char *)&word + skip, take);
-		done += take;
-	}
-	return 0;
+	return remote_read(m->tid, addr, buf, n);
 }
 
 static int tid_write(const struct hooks_mem *m, uint64_t addr, const void *buf, size_t n)
 {
-	for (size_t done = 0; done < n;) {
-		uint64_t at = addr + done, word_addr = at & ~7ULL;
-		errno = 0;
-		long word = ptrace(PTRACE_PEEKTEXT, m->tid, (void *)(uintptr_t)word_addr, NULL);
-		if (errno)
-			return -1;
-		size_t skip = (size_t)(at - word_addr), take = 8 - skip < n - done ? 8 - skip : n - done;
-		memcpy((char *)&word + skip, (const char *)buf + done, take);
-		if (ptrace(PTRACE_POKETEXT, m->tid, (void *)(uintptr_t)word_addr, (void *)word))
-			return -1;
-		done += take;
-	}
-	return 0;
+	return remote_write(m->tid, addr, buf, n);
 }
 
 struct hooks_mem hooks_mem_tid(pid_t tid)
