@@ -7,6 +7,7 @@
 
 #include "common/error.h"
 #include "common/snap.h"
+#include "tracer/kheap.h"
 #include "tracer/tracer.h"
 
 #define DEFAULT_INTERVAL_MS 100
@@ -51,6 +52,13 @@ static void usage(FILE *f)
 		"                        native frame, the interpreter's own too; by default\n"
 		"                        a stack shows its Python frames (function, file,\n"
 		"                        line) and the native calls under the innermost one\n"
+		"      --heap-events=auto|uprobe|ptrace  how the malloc family is seen:\n"
+		"                        kernel uprobes (root, or CAP_BPF and CAP_PERFMON;\n"
+		"                        Linux 6.6 or later), an order of magnitude cheaper,\n"
+		"                        or ptrace breakpoints (anyone who may ptrace PID);\n"
+		"                        auto (the default, or $PTFIL_HEAP_EVENTS) takes\n"
+		"                        uprobes when allowed and says why not when not.\n"
+		"                        Python programs keep ptrace (frames read at each call)\n"
 		"  -q, --quiet           print nothing on stderr but errors\n"
 		"  -h, --help            show this help\n"
 		"  -V, --version         show the version\n"
@@ -112,6 +120,19 @@ static int parse_pid(const char *s)
 	return (int)v;
 }
 
+#define OPT_HEAP_EVENTS 256
+
+static int parse_events(const char *s, const char *what, struct tracer_opts *o)
+{
+	enum heap_events e;
+	if (kheap_parse(s, &e)) {
+		error("invalid %s '%s' (auto, uprobe or ptrace)", what, s);
+		return -1;
+	}
+	o->heap_events = (int)e;
+	return 0;
+}
+
 /* launch and attach take the same options; --duration is attach's alone. */
 static int cmd_run(int argc, char **argv, int attach)
 {
@@ -124,6 +145,7 @@ static int cmd_run(int argc, char **argv, int attach)
 		{ "mappings-only", no_argument, NULL, 'm' },
 		{ "native", no_argument, NULL, 'n' },
 		{ "duration", required_argument, NULL, 'd' },
+		{ "heap-events", required_argument, NULL, OPT_HEAP_EVENTS },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -131,6 +153,9 @@ static int cmd_run(int argc, char **argv, int attach)
 	struct tracer_opts o;
 	memset(&o, 0, sizeof(o));
 	o.interval_ms = DEFAULT_INTERVAL_MS;
+	const char *events = getenv("PTFIL_HEAP_EVENTS");
+	if (events && *events && parse_events(events, "PTFIL_HEAP_EVENTS", &o))
+		return 2;
 	int c;
 	/* '+': stop at the program's name, so its own options stay its own. */
 	while ((c = getopt_long(argc, argv, "+o:i:l:fmnd:qhV", longopts, NULL)) != -1) {
@@ -148,6 +173,10 @@ static int cmd_run(int argc, char **argv, int attach)
 				return 2;
 			}
 			o.duration = parse_seconds(optarg);
+			break;
+		case OPT_HEAP_EVENTS:
+			if (parse_events(optarg, "--heap-events", &o))
+				return 2;
 			break;
 		case 'h': usage(stdout); return 0;
 		case 'V': printf("ptfil %s\n", PTFIL_VERSION); return 0;

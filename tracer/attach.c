@@ -177,11 +177,14 @@ static int trace(struct tracer *T, pid_t pid)
 	}
 	if (T->opts.duration > 0)
 		T->deadline = tracer_now(T) + T->opts.duration;
+	if (kheap_start(T))
+		loop_leave = 1;
 	loop_run(T);
 	int target_ended = T->main_status >= 0;
 	/* Followed children may outlive the main process: they are left as it would be. */
 	if (T->n_threads)
 		tracer_leave(T);
+	kheap_end(T);
 	struct proc *mp = tracer_proc(T, pid);
 	char *path = mp ? run_snapshot_path(T, mp, 0) : NULL;
 	int rc = 0;
@@ -250,7 +253,7 @@ int tracer_attach(const struct tracer_opts *o)
 	}
 	if (child == 0) {
 		static struct tracer T;
-		if (run_init(&T, o))
+		if (run_init(&T, o) || kheap_choose(&T))
 			_exit(1);
 		T.attach = 1;
 		T.main_pid = pid;

@@ -113,8 +113,7 @@ static uint64_t mul_or_zero(uint64_t a, uint64_t b)
 	return __builtin_mul_overflow(a, b, &r) ? 0 : r;
 }
 
-/* A block about to lose its memory: measure and check the peak first. */
-static void before_free(struct tracer *T, struct proc *p, uint64_t ptr)
+void calls_before_free(struct tracer *T, struct proc *p, uint64_t ptr)
 {
 	const struct heap_block *b = heap_find(&p->heap, ptr);
 	if (!b)
@@ -150,6 +149,7 @@ static void hijack_and_go(struct tracer *T, struct tracee *t, const struct hook_
 	t->call.stack = stack;
 	t->call.ret = ret;
 	t->call.rsp = regs->rsp;
+	t->call.stored_known = 0;
 	rescue_return(t->rescue, regs->rsp, ret, p->hooks.trampoline);
 	emulate_and_go(t, b, regs, &h);
 }
@@ -195,14 +195,14 @@ static void on_entry(struct tracer *T, struct tracee *t, const struct hook_bp *b
 	if (b->fn == HOOK_FREE) {
 		/* One stop: the block goes now (its memory is still there to measure). */
 		if (a0) {
-			before_free(T, p, a0);
+			calls_before_free(T, p, a0);
 			heap_free(&p->heap, a0);
 		}
 		emulate_and_go(t, b, regs, NULL);
 		return;
 	}
 	if ((b->fn == HOOK_REALLOC || b->fn == HOOK_REALLOCARRAY) && a0)
-		before_free(T, p, a0);
+		calls_before_free(T, p, a0);
 	regs->rip = b->addr;
 	/*
 	 * The stack is copied now and unwound once the thread runs again: the
@@ -264,7 +264,7 @@ static void on_wrapper(struct tracer *T, struct tracee *t, const struct hook_bp 
 	hijack_and_go(T, t, b, regs, stack);
 }
 
-static void record(struct tracer *T, struct proc *p, struct tracee *t, uint64_t result)
+void calls_record(struct tracer *T, struct proc *p, struct tracee *t, uint64_t result)
 {
 	const uint64_t *a = t->call.args;
 	uint64_t ptr = result, size = 0;
@@ -282,7 +282,9 @@ static void record(struct tracer *T, struct proc *p, struct tracee *t, uint64_t 
 	case HOOK_POSIX_MEMALIGN:
 		/* Returns 0 and the block through its first argument. */
 		ptr = 0;
-		if (result == 0 && mem_read(&t->tid, a[0], &ptr, 8))
+		if (t->call.stored_known)
+			ptr = result == 0 ? t->call.stored : 0;
+		else if (result == 0 && mem_read(&t->tid, a[0], &ptr, 8))
 			ptr = 0;
 		size = a[2];
 		break;
@@ -315,7 +317,7 @@ static void finish_call(struct tracer *T, struct tracee *t, struct user_regs_str
 		sysc_end(T, t, ret, regs);
 		t->sc_stack = STACKS_FAILED;
 	} else {
-		record(T, t->p, t, regs->rax);
+		calls_record(T, t->p, t, regs->rax);
 	}
 	regs->rip = t->call.ret;
 }

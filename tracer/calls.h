@@ -6,8 +6,11 @@
 
 #include <sys/user.h>
 
+#include <stdint.h>
+
 struct tracer;
 struct tracee;
+struct proc;
 
 /*
  * calls_owns: true when thread t, stopped with
@@ -23,5 +26,13 @@ void calls_trap(struct tracer *T, struct tracee *t, struct user_regs_struct *reg
  * hijacked return completed).
  */
 void calls_park_trap(struct tracer *T, struct tracee *t, struct user_regs_struct *regs);
+
+/* A block about to lose its memory: measure and check the peak first. */
+void calls_before_free(struct tracer *T, struct proc *p, uint64_t ptr);
+/*
+ * The allocating call in t->call (its function, arguments and stack) returned
+ * result: the ledger gains its block (and loses the old one of a realloc).
+ */
+void calls_record(struct tracer *T, struct proc *p, struct tracee *t, uint64_t result);
 
 #endif

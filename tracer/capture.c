@@ -32,9 +32,13 @@ static uint32_t frame_of(struct tracer *T, struct proc *p, uint64_t ip, int call
  * call from the same place with the same frames is the same stack: returned,
  * no unwinding. Otherwise STACKS_PENDING, for native_finish.
  */
-static uint32_t native_begin(struct tracer *T, struct tracee *t, const struct user_regs_struct *regs)
+static uint32_t native_begin(struct tracer *T, struct tracee *t, const struct user_regs_struct *regs,
+			     const void *stack, size_t len)
 {
-	unwind_begin(&T->unw, t->tid, regs, &t->p->mm, &T->reg);
+	if (stack)
+		unwind_begin_copy(&T->unw, t->tid, regs, &t->p->mm, &T->reg, stack, len);
+	else
+		unwind_begin(&T->unw, t->tid, regs, &t->p->mm, &T->reg);
 	for (size_t i = 0; i < TRACEE_MEMOS; i++)
 		if (unwind_memo_match(&T->unw, &t->memo[i]))
 			return t->memo[i].stack;
@@ -171,14 +175,20 @@ static double seconds(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-void capture_begin(struct tracer *T, struct tracee *t, const struct user_regs_struct *regs)
+static void begin(struct tracer *T, struct tracee *t, const struct user_regs_struct *regs, const void *stack, size_t len)
 {
 	struct capture *c = &T->capture;
 	c->tid = t->tid;
 	c->py = !T->no_python && t->p->py.state == PY_READY;
 	double t0 = c->py ? seconds() : 0;
-	c->native = native_begin(T, t, regs);
+	c->copied = stack != NULL;
+	c->native = native_begin(T, t, regs, stack, len);
 	c->begin_s = c->py ? seconds() - t0 : 0;
+}
+
+void capture_begin(struct tracer *T, struct tracee *t, const struct user_regs_struct *regs)
+{
+	begin(T, t, regs, NULL, 0);
 }
 
 /* The native stack begun by capture_begin, with the Python frames of a CPython process in it (with_python). */
@@ -188,7 +198,8 @@ static uint32_t program_finish(struct tracer *T, struct tracee *t)
 	const struct capture *c = &T->capture;
 	double t0 = c->py ? seconds() : 0;
 	uint32_t node = c->native == STACKS_PENDING ? native_finish(T, t) : c->native;
-	if (T->no_python)
+	/* Python frames are read live: from an event the kernel recorded earlier they would be another moment's. */
+	if (T->no_python || c->copied)
 		return node;
 	pystack_detect(&p->py, &p->mm, &T->reg, p->pid);
 	if (p->py.state != PY_READY || node == STACKS_ROOT)
@@ -216,6 +227,13 @@ uint32_t capture_finish(struct tracer *T, struct tracee *t)
 		return STACKS_ROOT;
 	uint32_t node = program_finish(T, t);
 	return t->origin != STACKS_ROOT && node != STACKS_ROOT ? with_origin(T, t, node) : node;
+}
+
+uint32_t capture_copied(struct tracer *T, struct tracee *t, const struct user_regs_struct *regs,
+			const void *stack, size_t len)
+{
+	begin(T, t, regs, stack, len);
+	return capture_finish(T, t);
 }
 
 uint32_t capture_stack(struct tracer *T, struct tracee *t, const struct user_regs_struct *regs)

@@ -6,6 +6,7 @@
 #ifndef PTFIL_CAPTURE_H
 #define PTFIL_CAPTURE_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/user.h>
 
@@ -25,6 +26,13 @@ uint32_t capture_stack(struct tracer *T, struct tracee *t, const struct user_reg
  */
 void capture_begin(struct tracer *T, struct tracee *t, const struct user_regs_struct *regs);
 uint32_t capture_finish(struct tracer *T, struct tracee *t);
+/*
+ * The stack of an event the kernel recorded (the kernel path): regs and len
+ * bytes of stack from regs->rsp up, as they were at the event; the thread
+ * has run on since.
+ */
+uint32_t capture_copied(struct tracer *T, struct tracee *t, const struct user_regs_struct *regs,
+			const void *stack, size_t len);
 /* At a clone event of thread t: the new thread child of the same process records t's stack as its origin. */
 void capture_thread_origin(struct tracer *T, struct tracee *t, struct tracee *child);
 

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "tracer/kheap.h"
 #include "tracer/proc.h"
 #include "tracer/pystack.h"
 #include "tracer/stacks.h"
@@ -23,7 +24,7 @@
 enum stop_kind {
 	STOP_SECCOMP, STOP_SYSCALL_EXIT, STOP_SIGNAL, STOP_GROUP, STOP_NEW_TASK,
 	STOP_CLONE, STOP_EXEC, STOP_EXIT, STOP_BP_ENTRY, STOP_BP_RETURN, STOP_DL_DEBUG,
-	STOP_OTHER, STOP__COUNT
+	STOP_OTHER, STOP_BACKPRESSURE, STOP__COUNT
 };
 
 #define TRACER_HASH 256
@@ -54,10 +55,13 @@ struct tracer {
 	uint64_t refreshes;
 	uint64_t reconciled;      /* mappings found by proc_reconcile */
 	uint64_t nested_calls;    /* hooked calls made inside the allocator, not counted */
+	struct kheap *kh;         /* the kernel path for heap events (tracer/kheap.h); NULL: ptrace breakpoints */
+	struct kheap_stats kstats;
 	struct capture {        /* the capture begun (capture_begin) */
 		pid_t tid;
 		uint32_t native;    /* its native stack, or STACKS_PENDING: still to unwind */
 		int py;             /* its process's Python frames were readable: time it for the counters */
+		int copied;         /* from a stack copy the kernel took (capture_copied): no Python frames */
 		double begin_s;     /* seconds spent in capture_begin */
 	} capture;
 	uint32_t main_stack_node;

@@ -13,6 +13,7 @@
 #include "common/error.h"
 #include "tracer/core.h"
 #include "tracer/detach.h"
+#include "tracer/kheap.h"
 #include "tracer/follow.h"
 #include "tracer/loop.h"
 #include "tracer/remote.h"
@@ -89,6 +90,9 @@ void tracer_leave(struct tracer *T)
 	 */
 	for (int round = 0; round < LEAVE_ROUNDS && T->n_threads; round++) {
 		loop_park_all(T, LEAVE_TIMEOUT_S);
+		/* The kernel path: probes out, and no back-pressure signal left queued to stop the program later. */
+		if (kheap_leave(T))
+			loop_park_all(T, LEAVE_TIMEOUT_S);
 		undo_and_detach(T);
 		if (!loop_stragglers(T, LEAVE_STRAGGLERS_S))
 			break;

@@ -56,7 +56,7 @@ const char *event_name(enum event e)
 		[EVENT_CLONE] = "clone", [EVENT_FORK] = "fork", [EVENT_VFORK] = "vfork",
 		[EVENT_VFORK_DONE] = "vfork-done", [EVENT_EXEC] = "exec", [EVENT_EXIT] = "exit",
 		[EVENT_GROUP_STOP] = "group-stop", [EVENT_INTERRUPT] = "interrupt", [EVENT_PAST_TRAP] = "past-trap",
-		[EVENT_TRAP] = "trap", [EVENT_SIGNAL] = "signal",
+		[EVENT_TRAP] = "trap", [EVENT_SIGNAL] = "signal", [EVENT_BACKPRESSURE] = "backpressure",
 	};
 	return (unsigned)e < EVENT__COUNT ? names[e] : "?";
 }

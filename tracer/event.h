@@ -43,6 +43,12 @@ enum event {
 	EVENT_TRAP,
 	/* Signal-delivery-stop of any other signal, the program's own: PTRACE_CONT with that signal. */
 	EVENT_SIGNAL,
+	/*
+	 * Signal-delivery-stop of the signal a kernel-path probe sent because
+	 * the ring passed its mark (tracer/kheap.h): PTRACE_CONT with no signal,
+	 * once the ring is drained; never delivered. (Found by loop.c.)
+	 */
+	EVENT_BACKPRESSURE,
 	EVENT__COUNT
 };
 

@@ -22,6 +22,7 @@ static const char *stop_names[STOP__COUNT] = {
 	[STOP_BP_RETURN] = "stops.bp_return",
 	[STOP_DL_DEBUG] = "stops.dl_debug",
 	[STOP_OTHER] = "stops.other",
+	[STOP_BACKPRESSURE] = "stops.backpressure",
 };
 
 static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
@@ -168,7 +169,7 @@ static int build(struct tracer *T, struct proc *p, int live, struct snap *s)
 		s->samples[i].charged = p->samples[i].charged;
 		s->samples[i].rss = p->samples[i].rss;
 	}
-	s->counters = calloc(STOP__COUNT + 40, sizeof(*s->counters)); /* stops, then the named counters below */
+	s->counters = calloc(STOP__COUNT + 64, sizeof(*s->counters)); /* stops, then the named counters below */
 	if (!s->counters)
 		return -1;
 	size_t k = 0;
@@ -197,6 +198,18 @@ static int build(struct tracer *T, struct proc *p, int live, struct snap *s)
 	    counter(s, &k, "tracer.stack_nodes", T->stacks.n_nodes) ||
 	    (T->opts.no_heap && counter(s, &k, "options.mappings_only", 1)) ||
 	    (T->opts.native_frames && counter(s, &k, "options.native_frames", 1)))
+		return -1;
+	/* Which path saw the malloc family, and what the kernel path did (tracer/kheap.h). */
+	kheap_refresh_stats(T);
+	const struct kheap_stats *ks = &T->kstats;
+	if (!T->opts.no_heap && counter(s, &k, p->kpath_used ? "heap_events.uprobe" : "heap_events.ptrace", 1))
+		return -1;
+	if (p->kpath_used &&
+	    (counter(s, &k, "kernel.records", ks->records) || counter(s, &k, "kernel.lost", ks->lost) ||
+	     counter(s, &k, "kernel.backpressure", T->stops[STOP_BACKPRESSURE]) ||
+	     counter(s, &k, "kernel.waits", ks->waits) || counter(s, &k, "kernel.late_copies", ks->late_copies) ||
+	     counter(s, &k, "kernel.short_stacks", ks->short_stacks) ||
+	     counter(s, &k, "kernel.unknown_threads", ks->unknown_thread)))
 		return -1;
 	const struct pystats *ps = &T->pystats;
 	if (p->py.state == PY_READY &&

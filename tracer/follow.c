@@ -19,6 +19,7 @@
 #include "symbols/maps.h"
 #include "tracer/core.h"
 #include "tracer/follow.h"
+#include "tracer/kheap.h"
 #include "tracer/procfs.h"
 
 /*
@@ -63,7 +64,13 @@ int proc_follow(struct tracer *T, struct proc *p, pid_t tid, const char *pseudo,
 	if (arm && (!T->opts.no_heap || p->wrappers)) {
 		p->hooks.wrappers = p->wrappers;
 		p->hooks.no_heap = T->opts.no_heap;
+		kheap_proc_setup(T, p);
 		if (hooks_exec(&p->hooks, tid, &p->mm, &T->reg) || hooks_scan(&p->hooks, tid, &p->mm, &T->reg))
+			warning("process %d: some malloc-family hooks are missing", (int)p->pid);
+	} else if (!arm && p->hooks.probe) {
+		/* A forked child on the kernel path: the probes are its parent's; it gets its own. */
+		kheap_proc_setup(T, p);
+		if (hooks_scan(&p->hooks, tid, &p->mm, &T->reg))
 			warning("process %d: some malloc-family hooks are missing", (int)p->pid);
 	}
 	return 0;

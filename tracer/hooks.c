@@ -41,10 +41,14 @@ void hooks_fin(struct hooks *h)
 static void forget_all(struct hooks *h)
 {
 	int wrappers = h->wrappers, no_heap = h->no_heap;
+	hooks_probe_fn probe = h->probe;
+	void *ctx = h->probe_ctx;
 	hooks_fin(h);
 	hooks_init(h);
 	h->wrappers = wrappers;
 	h->no_heap = no_heap;
+	h->probe = probe;
+	h->probe_ctx = ctx;
 }
 
 int hooks_copy(struct hooks *dst, const struct hooks *src)
@@ -56,6 +60,8 @@ int hooks_copy(struct hooks *dst, const struct hooks *src)
 	dst->wrappers = src->wrappers;
 	dst->no_heap = src->no_heap;
 	dst->curbrk = src->curbrk;
+	/* The kernel's probes are the parent's alone: the child's own are made when its modules are scanned. */
+	dst->probe = src->probe;
 	for (size_t i = 0; i < src->n; i++) {
 		if (grow_array(&dst->v, &dst->cap, dst->n + 1, sizeof(*dst->v), 32))
 			return -1;
@@ -182,6 +188,30 @@ static void disarm_from(struct hooks *h, const struct hooks_mem *mem, size_t fro
 	}
 }
 
+/* The malloc family of module e to the kernel path: all of it or none, said once. */
+static int probe_group(struct hooks *h, const struct modreg_entry *e)
+{
+	struct hooks_site s[HOOK__COUNT];
+	size_t n = 0;
+	for (int fn = HOOK_MALLOC; fn <= HOOK_PVALLOC; fn++) {
+		uint64_t off;
+		if (sym_dynamic(e->sym, hook_names[fn], &off))
+			continue;
+		int alias = 0;
+		for (size_t i = 0; i < n && !alias; i++)
+			alias = s[i].addr == e->base + off; /* memalign and aligned_alloc share code: one probe */
+		if (alias)
+			continue;
+		s[n].addr = e->base + off;
+		s[n++].fn = (enum hook_fn)fn;
+	}
+	if (n && h->probe(h->probe_ctx, e, s, n)) {
+		h->unhookable++;
+		warning("the kernel cannot probe %s's malloc family, so its heap blocks are not charged", e->path);
+	}
+	return 0;
+}
+
 /*
  * Hooks the functions of [first, last] that module gid defines, all or none:
  * a family half hooked (malloc seen, free not) would charge every block for
@@ -192,6 +222,8 @@ static int hook_group(struct hooks *h, const struct hooks_mem *mem, const struct
 {
 	struct pending p[HOOK__COUNT];
 	size_t n = 0;
+	if (first == HOOK_MALLOC && h->probe)
+		return probe_group(h, e);
 	for (int fn = first; fn <= (int)last; fn++) {
 		uint64_t off;
 		if (fn == HOOK_DL_DEBUG || sym_dynamic(e->sym, hook_names[fn], &off))

@@ -33,6 +33,18 @@ struct hook_bp {
 	struct emu_insn insn;  /* the instruction the int3 displaced */
 };
 
+/*
+ * The kernel path (tracer/kheap.c): the malloc family of module e, found at
+ * the n addresses of sites (aliases removed), is probed by the kernel instead
+ * of by int3s. Returns 0, or -1 when none of them is probed.
+ */
+struct hooks_site {
+	uint64_t addr;
+	enum hook_fn fn;
+};
+struct modreg_entry;
+typedef int (*hooks_probe_fn)(void *ctx, const struct modreg_entry *e, const struct hooks_site *sites, size_t n);
+
 struct hooks {
 	struct hook_bp *v; size_t n, cap;
 	struct u64map by_addr;         /* addr -> index in v */
@@ -44,6 +56,8 @@ struct hooks {
 	uint64_t curbrk;               /* address of libc's __curbrk when wrappers are hooked, else 0 */
 	uint32_t *scanned; size_t n_scanned, cap_scanned;  /* module ids already looked at */
 	uint64_t unhookable;           /* modules whose malloc family (or wrappers) was left unhooked: one function could not be */
+	hooks_probe_fn probe;          /* set: the malloc family goes to the kernel path (no int3 of ours in it) */
+	void *probe_ctx;               /* the process's, for probe; not copied by hooks_copy */
 };
 
 extern const char *const hook_names[HOOK__COUNT];

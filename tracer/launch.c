@@ -123,7 +123,7 @@ int tracer_launch(const struct tracer_opts *o)
 {
 	static struct tracer T;
 	caveats_warn_launch(o->argv[0]);
-	if (run_init(&T, o)) {
+	if (run_init(&T, o) || kheap_choose(&T)) {
 		run_fin(&T);
 		return -1;
 	}
@@ -177,7 +177,7 @@ int tracer_launch(const struct tracer_opts *o)
 		return error_errno("cannot trace the child (ptrace PTRACE_SEIZE)%s",
 				   e == EPERM ? "; is ptrace allowed here? (see /proc/sys/kernel/yama/ptrace_scope, CAP_SYS_PTRACE)" : "");
 	}
-	if (!tracer_add_thread(&T, pid)) {
+	if (!tracer_add_thread(&T, pid) || kheap_start(&T)) {
 		kill_child();
 		run_fin(&T);
 		return -1;
@@ -195,6 +195,7 @@ int tracer_launch(const struct tracer_opts *o)
 
 	loop_run(&T);
 	run_stop_timer();
+	kheap_end(&T);
 
 	int msg[2];
 	ssize_t got = read(report[0], msg, sizeof(msg));

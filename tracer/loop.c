@@ -26,6 +26,7 @@
 #include "tracer/core.h"
 #include "tracer/event.h"
 #include "tracer/follow.h"
+#include "tracer/kheap.h"
 #include "tracer/loop.h"
 #include "tracer/procfs.h"
 #include "tracer/rescue.h"
@@ -89,13 +90,16 @@ static int thread_pending(pid_t tid, int sig)
  * with a SIGTRAP queued, is EVENT_PAST_TRAP wherever it is seen: let go now,
  * the thread would die of that SIGTRAP.
  */
-static void classify(struct stop *s)
+static void classify(struct tracer *T, struct stop *s)
 {
 	struct tracee *t = s->t;
 	s->ev = event_decode(s->status);
 	s->have_regs = 0;
-	if (s->ev == EVENT_SIGNAL && WSTOPSIG(s->status) != SIGTRAP)
+	if (s->ev == EVENT_SIGNAL && WSTOPSIG(s->status) != SIGTRAP) {
+		if (kheap_owns_stop(T, t, s->status))
+			s->ev = EVENT_BACKPRESSURE;
 		return;
+	}
 	if (s->ev != EVENT_SIGNAL && s->ev != EVENT_INTERRUPT && s->ev != EVENT_GROUP_STOP)
 		return;
 	if (ptrace(PTRACE_GETREGS, t->tid, 0, &s->regs))
@@ -134,7 +138,7 @@ static int next_event(struct tracer *T, struct stop *s, int options)
 		}
 	}
 	if (s->t && s->ev != EVENT_GONE)
-		classify(s);
+		classify(T, s);
 	return 1;
 }
 
@@ -184,7 +188,10 @@ static void new_image(struct tracer *T, struct tracee *t)
 	}
 	struct proc *p = t->p;
 	t->in_alloc = 0;
+	t->kin_call = 0;
 	t->exiting = 0;
+	/* The kernel's probes of the old image go with it. */
+	kheap_proc_release(p);
 	rescue_return_done(t->rescue);
 	rescue_bytes_forget_pid(p->pid);
 	int wrappers = p->hooks.wrappers, no_heap = p->hooks.no_heap;
@@ -227,6 +234,8 @@ static void run_event(struct tracer *T, struct stop *s)
 {
 	T->spin_next = 0;
 	struct tracee *t = s->t;
+	/* The kernel path: every heap event the program made before this stop is applied first. */
+	kheap_drain(T);
 	if (s->ev == EVENT_GONE) {
 		if (t)
 			on_exit_status(T, t, s->status);
@@ -306,6 +315,11 @@ static void run_event(struct tracer *T, struct stop *s)
 		restart(t, PTRACE_CONT, sig);
 		return;
 	}
+	case EVENT_BACKPRESSURE:
+		/* The ring was drained above: the thread goes on as if never stopped. */
+		T->stops[STOP_BACKPRESSURE]++;
+		restart(t, PTRACE_CONT, 0);
+		return;
 	case EVENT_GONE:
 	case EVENT__COUNT:
 		break;
@@ -319,6 +333,7 @@ static void run_event(struct tracer *T, struct stop *s)
 static void park_event(struct tracer *T, struct stop *s)
 {
 	struct tracee *t = s->t;
+	kheap_drain(T);
 	if (s->ev == EVENT_GONE) {
 		if (t)
 			on_exit_status(T, t, s->status);
@@ -379,6 +394,7 @@ static void park_event(struct tracer *T, struct stop *s)
 	case EVENT_SECCOMP:
 	case EVENT_VFORK_DONE:
 	case EVENT_INTERRUPT:
+	case EVENT_BACKPRESSURE:
 		park(t, 0, 0);
 		return;
 	case EVENT_GONE:
@@ -461,6 +477,25 @@ static void tick(struct tracer *T)
  */
 static int loop_wait(struct tracer *T, struct stop *s)
 {
+	if (kheap_on(T)) {
+		/*
+		 * The kernel path: the ring is drained whenever it passes its wake
+		 * mark, and at least every 10 ms; a ptrace stop wakes the wait
+		 * through SIGCHLD (a signalfd), ptfil's own signals through EINTR.
+		 */
+		for (;;) {
+			int r = next_event(T, s, WNOHANG);
+			if (r != 0)
+				return r;
+			if (loop_tick || loop_forward_any || loop_leave || loop_dump) {
+				errno = EINTR;
+				return -1;
+			}
+			if (kheap_wait(T, 10) < 0)
+				return -1;
+			kheap_drain(T);
+		}
+	}
 	if (T->spin_next && T->spin > 0) {
 		double until = tracer_now(T) + T->spin;
 		do {

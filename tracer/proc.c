@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "tracer/core.h"
+#include "tracer/kheap.h"
 #include "tracer/procfs.h"
 #include "tracer/rescue.h"
 
@@ -49,6 +50,7 @@ static struct proc *proc_new(struct tracer *T, pid_t pid)
 	ledger_init(&p->ledger, measure, &p->resid);
 	heap_init(&p->heap, &p->ledger, T->opts.large_block, (uint64_t)sysconf(_SC_PAGESIZE));
 	hooks_init(&p->hooks);
+	p->hooks.probe_ctx = p;
 	modmap_init(&p->mm);
 	pyproc_init(&p->py);
 	u64map_init(&p->seen);
@@ -129,6 +131,8 @@ void proc_fin(struct proc *p)
 	free(p->samples);
 	u64map_fin(&p->seen);
 	resid_close(&p->resid);
+	kheap_proc_release(p);
+	free(p->klinks);
 	heap_fin(&p->heap);
 	hooks_fin(&p->hooks);
 	ledger_fin(&p->ledger);

@@ -56,6 +56,9 @@ struct proc {
 	struct hooks hooks;    /* breakpoints in this process's text */
 	struct heap heap;      /* live malloc-family blocks */
 	struct pyproc py;      /* its CPython, when it runs one: where to read Python frames */
+	int *klinks; size_t n_klinks, cap_klinks;  /* the kernel path: its uprobe links' fds (tracer/kheap.c) */
+	int kpath_checked;     /* the kernel path: whether it runs Python was looked at */
+	int kpath_used;        /* the kernel probes some of its malloc family */
 	struct proc *next;
 };
 

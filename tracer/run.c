@@ -46,6 +46,7 @@ int run_init(struct tracer *T, const struct tracer_opts *o)
 
 void run_fin(struct tracer *T)
 {
+	kheap_end(T);
 	while (T->procs) {
 		struct proc *p = T->procs;
 		T->procs = p->next;

@@ -167,13 +167,23 @@ static int munmap_cannot_fail(const struct ledger *l, uint64_t start, uint64_t l
 	return !ledger_holes(l, start, end);
 }
 
+/*
+ * Whether thread t is inside a malloc-family call: its return breakpoint is
+ * set (ptrace path), or the kernel recorded its entry and not yet its return
+ * (the kernel path: every record before this stop has been applied).
+ */
+static int in_allocator(const struct tracee *t)
+{
+	return t->in_alloc || t->kin_call;
+}
+
 int sysc_begin(struct tracer *T, struct tracee *t, long nr, const uint64_t a[6])
 {
 	struct proc *p = t->p;
 	t->sc_nr = nr;
 	memcpy(t->sc_args, a, sizeof(t->sc_args));
 	struct ledger *l = &p->ledger;
-	if (t->in_alloc && nr != SYS_execve && nr != SYS_execveat)
+	if (in_allocator(t) && nr != SYS_execve && nr != SYS_execveat)
 		return nr == SYS_brk ? 1 : 0;
 	switch (nr) {
 	case SYS_mmap:
@@ -240,7 +250,7 @@ void sysc_end(struct tracer *T, struct tracee *t, uint64_t ret, const struct use
 		return;
 	const uint64_t *a = t->sc_args;
 	struct ledger *l = &p->ledger;
-	if (t->in_alloc) {
+	if (in_allocator(t)) {
 		/* The allocator's own mappings: its blocks are charged instead. Only the brk end is followed. */
 		if (t->sc_nr == SYS_brk && !is_err(ret))
 			p->brk_cur = page_up(ret);
@@ -338,6 +348,7 @@ int sysc_exec(struct tracer *T, struct proc *p)
 	p->last_faults = resid_faults(&p->resid);
 	add_main_stack(T, p);
 	p->hooks.no_heap = T->opts.no_heap;
+	kheap_proc_setup(T, p);
 	if ((!T->opts.no_heap || p->hooks.wrappers) && hooks_exec(&p->hooks, p->pid, &p->mm, &T->reg))
 		warning("process %d: the malloc family cannot be hooked; only mappings are charged", (int)p->pid);
 	return 0;

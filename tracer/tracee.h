@@ -30,7 +30,11 @@ struct tracee {
 		uint32_t stack;
 		uint64_t ret;      /* the real return address */
 		uint64_t rsp;      /* at entry */
+		uint64_t stored;   /* posix_memalign's block as the kernel read it at the return (the kernel path) */
+		int stored_known;
 	} call;
+	/* The kernel path: an allocating call entered (t->call) whose return has not been read yet. */
+	int kin_call;
 	/* The last unwinds of this thread, to skip unwinding a stack seen just before. */
 	struct unwind_memo memo[TRACEE_MEMOS];
 	unsigned memo_next;

@@ -13,6 +13,7 @@ struct tracer_opts {
 	int follow_forks;         /* profile every process of the tree, one snapshot each */
 	int attach_pid;           /* attach: the process to profile */
 	double duration;          /* attach: leave after this many seconds; 0 for never */
+	int heap_events;          /* enum heap_events (tracer/kheap.h): auto, uprobe or ptrace */
 };
 
 /* The default snapshot name for a program and pid: "ptfil-NAME-PID.gz". Caller frees. */

@@ -173,6 +173,8 @@ static int stack_word(struct unwind *u, uint64_t addr, uint64_t *val)
 		struct iovec r = { (void *)(uintptr_t)(u->stack_lo + u->stack_len), want - u->stack_len };
 		ssize_t got = process_vm_readv(u->tid, &l, 1, &r, 1, 0);
 		u->stack_copies++;
+		/* Past a copy taken at the event (the kernel path), the live stack: the thread may have run on. */
+		u->late_copies += u->given;
 		if (got <= 0)
 			return -1;
 		u->stack_len += (size_t)got;
@@ -344,7 +346,8 @@ int unwind_copied_word(const struct unwind *u, pid_t tid, uint64_t addr, uint64_
 	return 0;
 }
 
-void unwind_begin(struct unwind *u, pid_t tid, const struct user_regs_struct *regs,
+/* What unwind_begin and unwind_begin_copy share: the last unwind kept, the new one's state set. */
+static void begin(struct unwind *u, pid_t tid, const struct user_regs_struct *regs,
 		  const struct modmap *mm, struct modreg *reg)
 {
 	if (u->cur_done) {
@@ -367,12 +370,30 @@ void unwind_begin(struct unwind *u, pid_t tid, const struct user_regs_struct *re
 	u->regs = regs;
 	u->mm = mm;
 	u->reg = reg;
-	/* One copy of the live stack serves nearly every read the unwinder makes. */
 	u->stack_lo = regs->rsp;
+}
+
+void unwind_begin(struct unwind *u, pid_t tid, const struct user_regs_struct *regs,
+		  const struct modmap *mm, struct modreg *reg)
+{
+	begin(u, tid, regs, mm, reg);
+	u->given = 0;
+	/* One copy of the live stack serves nearly every read the unwinder makes. */
 	struct iovec l = { u->stack, UNWIND_FIRST_COPY }, r = { (void *)(uintptr_t)regs->rsp, UNWIND_FIRST_COPY };
 	ssize_t got = process_vm_readv(tid, &l, 1, &r, 1, 0);
 	u->stack_copies++;
 	u->stack_len = got > 0 ? (size_t)got : 0;
+}
+
+void unwind_begin_copy(struct unwind *u, pid_t tid, const struct user_regs_struct *regs,
+		       const struct modmap *mm, struct modreg *reg, const void *stack, size_t len)
+{
+	begin(u, tid, regs, mm, reg);
+	u->given = 1;
+	if (len > UNWIND_STACK_COPY)
+		len = UNWIND_STACK_COPY;
+	memcpy(u->stack, stack, len);
+	u->stack_len = len;
 }
 
 int unwind_memo_match(struct unwind *u, const struct unwind_memo *m)

@@ -84,9 +84,11 @@ struct unwind {
 	size_t n_cur;
 	int cur_done;                    /* unwind_run completed since unwind_begin */
 	int quiet;                       /* reads are not logged (they do not decide the result) */
+	int given;                       /* the stack copy came with the event (unwind_begin_copy) */
 	struct unwind_last last;
 	/* counters */
 	uint64_t unwinds, frames, remote_reads, stack_copies, memo_hits;
+	uint64_t late_copies;              /* reads past a copy taken at the event, from the live stack */
 	uint64_t splices, spliced_frames;  /* unwinds that reused the last one's outer frames, and how many */
 	int verify;                      /* PTFIL_UNWIND_VERIFY set: every splice is checked by a full unwind */
 	uint64_t splice_mismatches;      /* splices that a full unwind contradicted (verify only; 0 expected) */
@@ -101,6 +103,12 @@ void unwind_flush(struct unwind *u);
 /* Takes the registers and a first copy of the stack of stopped thread tid. */
 void unwind_begin(struct unwind *u, pid_t tid, const struct user_regs_struct *regs,
 		  const struct modmap *mm, struct modreg *reg);
+/*
+ * The same from a copy of the stack taken at the event (the kernel path):
+ * len bytes from regs->rsp up. Reads past them go to the live stack.
+ */
+void unwind_begin_copy(struct unwind *u, pid_t tid, const struct user_regs_struct *regs,
+		       const struct modmap *mm, struct modreg *reg, const void *stack, size_t len);
 /* True when memo m was recorded from the same values the current stop shows. */
 int unwind_memo_match(struct unwind *u, const struct unwind_memo *m);
 /*

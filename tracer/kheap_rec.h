@@ -1,0 +1,67 @@
+/*
+ * The records the kernel path's BPF programs (tracer/kheap.bpf.c) write into
+ * their ring buffer, and the configuration ptfil gives them: one layout, read
+ * by both sides. Plain C types of fixed width, so that the BPF target and the
+ * host agree.
+ */
+#ifndef PTFIL_KHEAP_REC_H
+#define PTFIL_KHEAP_REC_H
+
+/* What a record is. */
+enum {
+	KH_ENTRY = 1,   /* an allocating call entered: struct kh_entry */
+	KH_RETURN,      /* an allocating call returned: a[0] = its result */
+	KH_FREE,        /* free entered: a[0] = the pointer */
+};
+#define KH_STORED 0x100 /* KH_RETURN of posix_memalign: a[2] holds the block it stored */
+
+/* enum hook_fn's posix_memalign (tracer/hooks.h; kheap.c checks they agree): its block is returned through memory. */
+#define KH_FN_POSIX_MEMALIGN 5
+
+/* Register slots of struct kh_entry, the ones an unwind can ask for. */
+enum {
+	KH_RIP, KH_RSP, KH_RBP, KH_RBX, KH_R12, KH_R13, KH_R14, KH_R15,
+	KH_RAX, KH_RCX, KH_RDX, KH_RSI, KH_RDI, KH_R8, KH_R9, KH_R10, KH_R11,
+	KH_NREGS
+};
+
+/* Bytes of the user stack, from the stack pointer up, copied with each entry (less where the stack is shorter). */
+#define KH_STACK 8192
+
+struct kh_rec {
+	unsigned int kind;
+	unsigned int tid;
+	unsigned int tgid;
+	unsigned int fn;                 /* enum hook_fn of the function (the probe's cookie) */
+	/*
+	 * KH_ENTRY: the arguments; KH_FREE: the pointer, the stack pointer;
+	 * KH_RETURN: the result, the stack pointer, and for posix_memalign the
+	 * block it stored (a[2] is then that block, and the record's kind has
+	 * KH_STORED set).
+	 */
+	unsigned long long a[3];
+};
+
+struct kh_entry {
+	struct kh_rec h;
+	unsigned long long regs[KH_NREGS];
+	unsigned long long stack_len;    /* bytes of stack[] copied */
+	unsigned char stack[KH_STACK];
+};
+
+/* Counters the programs keep (a per-CPU array, summed by ptfil). */
+enum {
+	KH_C_LOST,          /* records that did not fit in the ring: must stay 0 */
+	KH_C_STOPS,         /* back-pressure: SIGSTOPs the programs sent */
+	KH_C_SHORT_STACK,   /* entries whose stack copy is shorter than KH_STACK */
+	KH_NCOUNTERS
+};
+
+/* Set by ptfil at any time (an array map of one entry). */
+struct kh_config {
+	unsigned long long stop_bytes;   /* unread bytes past which the writing thread is sent stop_signal */
+	unsigned long long wake_bytes;   /* unread bytes past which ptfil is woken */
+	unsigned long long stop_signal;  /* SIGSTOP, or SIGURG where the target ignores it (attach: kheap.c) */
+};
+
+#endif
