@@ -456,3 +456,222 @@ class Attached:
         for lines, f in ((self.out, self.target.stdout), (self.err, self.ptfil and self.ptfil.stderr)):
             if lines is not None and lines.join(5):
                 f.close()
+
+
+# --- heap events: the kernel path (uprobes, BPF) and the ptrace path (issue 14) -----------------
+# PTFIL_HEAP_EVENTS=auto|uprobe|ptrace is the default of ptfil's --heap-events. The tests of make check
+# run once as they are and once more under PTFIL_HEAP_EVENTS=uprobe (tests/e2e/uprobe/, run_uprobe.py).
+HEAP_EVENTS_ENV = "PTFIL_HEAP_EVENTS"
+# Set to 1 (CI, as root) so that a kernel path that is not there fails instead of skipping.
+REQUIRE_UPROBE_ENV = "PTFIL_REQUIRE_UPROBE"
+UPROBE_REFUSED = "cannot use kernel uprobes"
+PTRACE_FALLBACK = "ptfil: heap events through ptrace:"
+
+
+def run_ptfil(args, env=None, timeout=TIMEOUT, stdin_data=None):
+    """Runs `ptfil ARGS` in its own session as it is (no -q, no -o added), killing its whole group on
+    timeout: (exit status, stdout, stderr as str)."""
+    proc = subprocess.Popen([PTFIL, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True, env=env)
+    try:
+        out, err = proc.communicate(stdin_data, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        raise AssertionError("ptfil %s timed out after %ss" % (" ".join(args), timeout))
+    finally:
+        # Whatever the program left in the group (ptfil exits when it is done) goes too.
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    return proc.returncode, out, err.decode(errors="replace")
+
+
+def heap_events_probe(timeout=60):
+    """Whether ptfil takes the kernel path here, found by `ptfil launch --heap-events=uprobe -- /bin/true`:
+    ("ok", ""); ("unavailable", ptfil's message) when ptfil says it cannot use kernel uprobes (no
+    capability, a kernel without uprobe_multi links, ptfil built without BPF): a reason to skip;
+    ("broken", what happened) for anything else (a ptfil that does not know --heap-events, a crash, a
+    snapshot that does not say heap_events.uprobe = 1): a reason to fail."""
+    d = workdir()
+    try:
+        snap = os.path.join(d, "probe.gz")
+        env = {k: v for k, v in os.environ.items() if k != HEAP_EVENTS_ENV}
+        try:
+            rc, _, err = run_ptfil(["launch", "-q", "-i", "0", "--heap-events=uprobe", "-o", snap, "--", "/bin/true"],
+                                   env=env, timeout=timeout)
+        except AssertionError as e:
+            return "broken", str(e)
+        if rc != 0:
+            if UPROBE_REFUSED in err:
+                return "unavailable", err.strip()
+            # The first lines say it (a usage error is followed by the whole help).
+            return "broken", "ptfil launch --heap-events=uprobe -- /bin/true: exit status %d: %s" % (
+                rc, " / ".join(err.strip().splitlines()[:2]))
+        try:
+            c = view_json(snap)["counters"]
+        except (AssertionError, ValueError) as e:
+            return "broken", "the probe's snapshot: %s" % e
+        if c.get("heap_events.uprobe") != 1 or c.get("heap_events.ptrace"):
+            return "broken", "ptfil launch --heap-events=uprobe -- /bin/true: the snapshot's counters say " \
+                "heap_events.uprobe=%r, heap_events.ptrace=%r" % (c.get("heap_events.uprobe"), c.get("heap_events.ptrace"))
+        return "ok", ""
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def _probe_key():
+    """What the probe's answer depends on: this ptfil binary, and who runs it with which capabilities."""
+    st = os.stat(PTFIL)
+    caps = proc_status(os.getpid(), "CapEff") or "?"
+    return "%s %d %d %d %d %s" % (PTFIL, st.st_ino, st.st_mtime_ns, st.st_size, os.geteuid(), caps)
+
+
+def heap_events_probe_cached(cache):
+    """heap_events_probe(), remembered in the file cache for as long as ptfil, the user and the capabilities
+    are the same (one probe per make check, not one per test)."""
+    key = _probe_key()
+    try:
+        with open(cache) as f:
+            lines = f.read().split("\n", 2)
+        if len(lines) == 3 and lines[0] == key and lines[1] in ("ok", "unavailable"):
+            return lines[1], lines[2]
+    except OSError:
+        pass
+    status, message = heap_events_probe()
+    if status != "broken":  # a broken ptfil is asked again next time
+        tmp = "%s.%d" % (cache, os.getpid())
+        try:
+            with open(tmp, "w") as f:
+                f.write("%s\n%s\n%s" % (key, status, message))
+            os.rename(tmp, cache)
+        except OSError:
+            pass
+    return status, message
+
+
+def require_kernel_path(status, message, what):
+    """Exits 77 (skip) when the kernel path is unavailable here, unless PTFIL_REQUIRE_UPROBE=1, then 1;
+    exits 1 with the reason when the probe found ptfil broken."""
+    if status == "ok":
+        return
+    if status == "unavailable" and os.environ.get(REQUIRE_UPROBE_ENV) != "1":
+        print("SKIP: %s: the kernel path (--heap-events=uprobe) is not available here: %s" % (what, message))
+        sys.exit(77)
+    print("FAIL: %s: ptfil cannot take the kernel path (--heap-events=uprobe)%s: %s" % (
+        what, " and %s=1 asks for it" % REQUIRE_UPROBE_ENV if status == "unavailable" else "", message))
+    sys.exit(1)
+
+
+def heap_counters(doc):
+    """The heap-events counters of a snapshot document: path (uprobe/ptrace), kernel records, lost, back-pressure."""
+    c = doc["counters"]
+    return {k: v for k, v in c.items() if k.startswith(("heap_events.", "kernel."))}
+
+
+def heap_path(doc):
+    """"uprobe" or "ptrace": the path the snapshot says the main process took; raises if it says neither or both."""
+    c = doc["counters"]
+    u, p = c.get("heap_events.uprobe", 0), c.get("heap_events.ptrace", 0)
+    assert (u, p) in ((1, 0), (0, 1)), "the snapshot says heap_events.uprobe=%r, heap_events.ptrace=%r: %r" % (
+        c.get("heap_events.uprobe"), c.get("heap_events.ptrace"), heap_counters(doc))
+    return "uprobe" if u else "ptrace"
+
+
+def stack_signature(doc, n=10, key="stacks"):
+    """The first n stacks of doc[key] as (kind, function names, charged bytes, count), for comparing two
+    runs of one program (kernel path against ptrace path)."""
+    return [(s["kind"], tuple(functions(s)), s["charged_bytes"], s["count"]) for s in doc[key][:n]]
+
+
+# --- code bytes of a library in a running process, against its file -----------------------------
+import struct
+
+
+def elf_symbols(path, names):
+    """{name: (vaddr, size, file offset)} of the defined symbols names in the .dynsym (or .symtab) of a
+    64-bit little-endian ELF file."""
+    with open(path, "rb") as f:
+        data = f.read()
+    assert data[:4] == b"\x7fELF" and data[4] == 2 and data[5] == 1, "%s is not ELF64 LE" % path
+    phoff, shoff = struct.unpack_from("<QQ", data, 32)
+    phentsize, phnum, shentsize, shnum = struct.unpack_from("<HHHH", data, 54)
+    loads = []
+    for i in range(phnum):
+        p_type, _, p_offset, p_vaddr, _, p_filesz = struct.unpack_from("<IIQQQQ", data, phoff + i * phentsize)
+        if p_type == 1:
+            loads.append((p_vaddr, p_filesz, p_offset))
+    sections = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
+    out = {}
+    for want_type in (11, 2):  # SHT_DYNSYM, then SHT_SYMTAB
+        for sh in sections:
+            if sh[1] != want_type:
+                continue
+            strtab = sections[sh[6]]
+            off, size, entsize = sh[4], sh[5], sh[9] or 24
+            for k in range(size // entsize):
+                st_name, st_info, _, st_shndx, st_value, st_size = struct.unpack_from("<IBBHQQ", data, off + k * entsize)
+                if st_shndx == 0 or st_value == 0:
+                    continue
+                end = data.index(b"\0", strtab[4] + st_name)
+                name = data[strtab[4] + st_name:end].decode(errors="replace")
+                if name in names and name not in out:
+                    for v, fs, o in loads:
+                        if v <= st_value < v + fs:
+                            out[name] = (st_value, st_size, st_value - v + o)
+                            break
+    missing = set(names) - set(out)
+    assert not missing, "%s: no symbol %s" % (path, ", ".join(sorted(missing)))
+    return out
+
+
+def mapped_library(pid, basename_prefix):
+    """(path, load base) of the first library of pid whose file name starts with basename_prefix
+    ("libc.so"): the path from /proc/PID/maps, the base the start of its mapping at file offset 0."""
+    with open("/proc/%d/maps" % pid) as f:
+        for line in f:
+            fields = line.split(None, 5)
+            if len(fields) < 6:
+                continue
+            path = fields[5].strip()
+            if os.path.basename(path).startswith(basename_prefix) and int(fields[2], 16) == 0:
+                return path, int(fields[0].split("-")[0], 16)
+    raise AssertionError("no %s mapped in process %d" % (basename_prefix, pid))
+
+
+def function_bytes(pid, path, base, names, n=None):
+    """{name: (bytes in the process, bytes of the file)} of each function names of the library path loaded
+    at base in pid: its first n bytes, or all of it (its symbol size) when n is None. The process's are
+    read through /proc/PID/mem, the file's from /proc/PID/root + path at the symbol's file offset."""
+    syms = elf_symbols(path, names)
+    out = {}
+    fd = os.open("/proc/%d/mem" % pid, os.O_RDONLY)
+    try:
+        with open(path, "rb") as f:
+            for name, (vaddr, size, offset) in syms.items():
+                length = n or max(size, 1)
+                mem = os.pread(fd, length, base + vaddr)
+                f.seek(offset)
+                out[name] = (mem, f.read(length))
+    finally:
+        os.close(fd)
+    return out
+
+
+def code_differences(fb, allow_int3=False):
+    """Readable lines for each function of function_bytes() whose bytes in the process differ from its file's:
+    with allow_int3, a byte that reads int3 (0xcc, a kernel uprobe's) where the file has another is no
+    difference (the kernel may probe a site past the entry, as free+3)."""
+    out = []
+    for name, (mem, file) in sorted(fb.items()):
+        at = [i for i in range(min(len(mem), len(file))) if mem[i] != file[i] and not (allow_int3 and mem[i] == 0xCC)]
+        if at or len(mem) != len(file):
+            out.append("%s: %d bytes differ, first at +%#x: file %s, process %s" % (
+                name, len(at), at[0] if at else 0, file[:16].hex(), mem[:16].hex()))
+    return out
+
+
+def int3_offsets(fb, name):
+    """The offsets at which function name of function_bytes() reads int3 in the process but not in its file."""
+    mem, file = fb[name]
+    return [i for i in range(min(len(mem), len(file))) if mem[i] == 0xCC and file[i] != 0xCC]

@@ -1,0 +1,392 @@
+"""Heap events through the kernel (issue 14): uprobes and a BPF ring buffer instead of ptrace breakpoints.
+
+The same program gives the same profile on either path. A ring too small for the records of a
+4-thread storm (PTFIL_RING_KIB=64, about 7 records with stack copies) loses nothing: ptfil stops the
+threads while it drains (kernel.backpressure), and the peak and its stacks are those of the ptrace path.
+Under attach ptfil writes nothing into the target: the only int3 in malloc and free are the kernel's,
+and they go with ptfil however it goes (kill -9 included). Without the capabilities the kernel asks
+for, `auto` says in one line that it takes ptrace and profiles as before; `uprobe` refuses before the
+program runs. Python programs stay on the ptrace path (their frames are read at the event).
+
+Every test here needs the kernel path: where ptfil says it cannot use kernel uprobes, the file is
+skipped (77), unless PTFIL_REQUIRE_UPROBE=1.
+"""
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(__file__))
+from ptfiltest import BUILDDIR, HEAP_EVENTS_ENV, MiB, PTRACE_FALLBACK, UPROBE_REFUSED, Attached, bare, \
+    check_near, code_differences, function_bytes, functions, heap_counters, heap_events_probe, heap_path, int3_offsets, \
+    launch, main, mapped_library, require_kernel_path, run_ptfil, stack_signature, stacks_through, target, \
+    view_json, wait_until, workdir
+
+STORM = os.path.join(BUILDDIR, "bench", "alloc_storm")
+STORM_PAIRS = 200000
+TINY_RING = {"PTFIL_RING_KIB": "64"}
+# Hook stops left on the kernel path for the malloc family: none expected; a few allowed for a libc
+# that the kernel path would leave to ptrace.
+STOP_SLACK = 16
+# The capabilities the kernel path needs (CAP_SYS_ADMIN stands for both on older kernels), dropped for
+# ptfil and everything it starts.
+DROP = "-bpf,-perfmon,-sys_admin"
+SETPRIV = ["setpriv", "--inh-caps=" + DROP, "--bounding-set=" + DROP]
+
+
+def env_with(**extra):
+    """The test's environment without PTFIL_HEAP_EVENTS (a test says which path it wants), plus extra."""
+    env = {k: v for k, v in os.environ.items() if k != HEAP_EVENTS_ENV}
+    env.update(extra)
+    return env
+
+
+def traced(argv, path, extra_env=None, ptfil_args=("-i", "0"), timeout=300):
+    """ptfil launch -q --heap-events=PATH on argv: the Run, its exit status checked against nothing yet."""
+    return launch(argv, ptfil_args=(*ptfil_args, "--heap-events=" + path), env=env_with(**(extra_env or {})),
+                  timeout=timeout)
+
+
+def hook_stops(c):
+    return c.get("stops.bp_entry", 0) + c.get("stops.bp_return", 0)
+
+
+def check_kernel_doc(doc, what):
+    """The snapshot says the kernel path ran, drained records, lost none, and left the malloc family no ptrace stops."""
+    c = doc["counters"]
+    assert heap_path(doc) == "uprobe", "%s: not on the kernel path: %r" % (what, heap_counters(doc))
+    assert c.get("kernel.lost") == 0, "%s: records lost: %r" % (what, heap_counters(doc))
+    assert c.get("kernel.records", 0) > 0, "%s: no kernel record drained: %r" % (what, heap_counters(doc))
+    assert hook_stops(c) <= STOP_SLACK, "%s: %d ptrace hook stops on the kernel path (bp_entry %d, bp_return %d)" % (
+        what, hook_stops(c), c.get("stops.bp_entry", 0), c.get("stops.bp_return", 0))
+
+
+def excerpt(doc, limit=10):
+    lines = ["peak %s" % doc["peak"]]
+    for kind, fns, charged, count in stack_signature(doc, limit):
+        lines.append("  %s charged=%d count=%d: %s" % (kind, charged, count, " <- ".join(str(f) for f in fns[:8])))
+    return "\n".join(lines)
+
+
+def through(doc, function):
+    st = stacks_through(doc, function)
+    return sum(s["charged_bytes"] for s in st), sum(s["count"] for s in st)
+
+
+# --- a tiny ring under a 4-thread storm -----------------------------------------------------------
+
+def test_tiny_ring_storm_loses_nothing():
+    # bench/alloc_storm: 200,000 malloc/free pairs split over 4 threads, 10,000 blocks live.
+    argv = [STORM, str(STORM_PAIRS), "4"]
+    b = bare(argv)
+    r = traced(argv, "uprobe", TINY_RING)
+    assert (r.returncode, r.stdout) == (b.returncode, b.stdout), "traced %r, untraced %r; stderr:\n%s" % (
+        (r.returncode, r.stdout), (b.returncode, b.stdout), r.stderr.decode(errors="replace"))
+    doc = r.json
+    check_kernel_doc(doc, "storm, 64 KiB ring")
+    c = doc["counters"]
+    assert c.get("kernel.backpressure", 0) > 0, "a 64 KiB ring under 4 threads never pushed back: %r" % heap_counters(doc)
+    # Every pair seen: its malloc and its free, plus the 4 slot arrays and what libc and pthread_create make.
+    unknown = c.get("heap.unknown_frees", 0)
+    assert STORM_PAIRS <= c["heap.allocs"] <= STORM_PAIRS + 200, c
+    assert STORM_PAIRS <= c["heap.frees"] - unknown <= STORM_PAIRS + 200, c
+    assert c["kernel.records"] >= STORM_PAIRS, heap_counters(doc)
+
+
+def test_tiny_ring_same_profile_as_ptrace():
+    # heap_threads: 4 threads x 250,000 pairs; at the checkpoint 5,000 blocks, 4,500,000 bytes held
+    # through hold_blocks: the same peak and the same stacks whatever the threads' interleaving.
+    argv = [target("heap_threads")]
+    b = bare(argv)
+    runs = {}
+    for path, extra in (("uprobe", TINY_RING), ("ptrace", {})):
+        r = traced(argv, path, extra, timeout=540)
+        assert (r.returncode, r.stdout) == (b.returncode, b.stdout), "%s: traced %r, untraced %r; stderr:\n%s" % (
+            path, (r.returncode, r.stdout), (b.returncode, b.stdout), r.stderr.decode(errors="replace"))
+        assert heap_path(r.json) == path, (path, heap_counters(r.json))
+        runs[path] = r.json
+    k, p = runs["uprobe"], runs["ptrace"]
+    check_kernel_doc(k, "heap_threads, 64 KiB ring")
+    assert k["counters"].get("kernel.backpressure", 0) > 0, heap_counters(k)
+    for doc in (k, p):
+        assert through(doc, "hold_blocks") == (4500000, 5000), excerpt(doc)
+    assert k["peak"]["charged_bytes"] == p["peak"]["charged_bytes"], "peak %d on the kernel path, %d on ptrace\n" \
+        "kernel:\n%s\nptrace:\n%s" % (k["peak"]["charged_bytes"], p["peak"]["charged_bytes"], excerpt(k), excerpt(p))
+    # The top stacks (kind, function names, charged bytes, blocks), in any order among equals.
+    n = min(10, len(p["stacks"]))
+    assert sorted(stack_signature(k, n)) == sorted(stack_signature(p, n)), \
+        "the top stacks differ\nkernel:\n%s\nptrace:\n%s" % (excerpt(k), excerpt(p))
+    for key in ("heap.allocs", "heap.frees", "heap.nested"):
+        assert k["counters"].get(key) == p["counters"].get(key), (key, heap_counters(k), k["counters"].get(key),
+                                                                   p["counters"].get(key))
+
+
+# --- attach: nothing of ptfil's in the target ---------------------------------------------------
+
+LOOP = target("attach_loop")
+ITERATIONS = "100"
+WATCHED = ("malloc", "free")
+HEAD = 16  # bytes read from the start of each function while attached
+
+
+def bare_loop():
+    from test_attach import bare_loop as bl  # attach_loop untraced, sent one SIGUSR2 after "ready"
+    return bl(ITERATIONS)
+
+
+def attached_code_checks(a):
+    """While attached on the kernel path: malloc's and free's first bytes are the file's or the kernel's int3,
+    and malloc has at least one (the probe is in place). Returns (libc path, load base)."""
+    path, base = mapped_library(a.pid, "libc.so")
+    fb = function_bytes(a.pid, path, base, WATCHED, HEAD)
+    diffs = code_differences(fb, allow_int3=True)
+    assert not diffs, "while attached, malloc/free differ from libc's file other than by an int3:\n" + "\n".join(diffs)
+    return path, base, fb
+
+
+def wait_code_restored(a, path, base, what):
+    """malloc and free, whole, read back as libc's file once ptfil is gone (the kernel removes its probes
+    when the last link fd closes); waits up to 10 s for it."""
+    last = []
+
+    def restored():
+        last[:] = code_differences(function_bytes(a.pid, path, base, WATCHED))
+        return not last
+    try:
+        wait_until(restored, 10, "malloc and free to read as libc's file %s" % what)
+    except AssertionError as e:
+        raise AssertionError("%s:\n%s" % (e, "\n".join(last))) from None
+
+
+def test_attach_kill_9_leaves_target_intact():
+    want = bare_loop()
+    with Attached([LOOP, ITERATIONS]) as a:
+        path, base = mapped_library(a.pid, "libc.so")
+        before = code_differences(function_bytes(a.pid, path, base, WATCHED))
+        assert not before, "before the attach, malloc/free already differ from %s:\n%s" % (path, "\n".join(before))
+        a.attach("--heap-events=uprobe")
+        time.sleep(1.5)  # allocations on the kernel path; the snapshot is rewritten at most once a second
+        _, _, fb = attached_code_checks(a)
+        assert int3_offsets(fb, "malloc"), "no uprobe int3 in malloc's first %d bytes while attached: %s" % (
+            HEAD, fb["malloc"][0].hex())
+        a.signal(signal.SIGKILL)
+        a.ptfil.wait(timeout=30)
+        wait_until(lambda: a.status("TracerPid") == "0", 10, "TracerPid 0 after kill -9 of ptfil")
+        assert a.running(), "the target did not survive kill -9 of ptfil: %r" % a.target_stderr()
+        wait_code_restored(a, path, base, "after kill -9 of ptfil")
+        os.kill(a.pid, signal.SIGUSR2)
+        status, out = a.target_finish()
+        if os.path.exists(a.snap):
+            assert heap_path(a.json()) == "uprobe", heap_counters(a.json())
+    assert (status, out) == want, "after kill -9 of ptfil: %r, untraced %r" % ((status, out), want)
+
+
+def test_attach_detach_leaves_original_bytes():
+    want = bare_loop()
+    with Attached([LOOP, ITERATIONS]) as a:
+        path, base = mapped_library(a.pid, "libc.so")
+        a.attach("--heap-events=uprobe")
+        time.sleep(1)
+        attached_code_checks(a)
+        a.signal(signal.SIGINT)
+        rc, err = a.finish(timeout=60)
+        assert rc == 0, (rc, err)
+        assert "detached from process %d" % a.pid in err, err
+        assert a.status("TracerPid") == "0", a.status("TracerPid")
+        wait_code_restored(a, path, base, "after the detach")
+        os.kill(a.pid, signal.SIGUSR2)
+        status, out = a.target_finish()
+        doc = a.json()
+    assert (status, out) == want, "after the detach: %r, untraced %r" % ((status, out), want)
+    check_kernel_doc(doc, "attach_loop")
+    # The ring of blocks made after the attach is charged to ring_alloc (as in test_attach.py).
+    ring = stacks_through(doc, "ring_alloc", key="live_at_end")
+    assert 7 <= sum(s["count"] for s in ring) <= 8, excerpt(doc)
+    assert all(s["kind"] == "heap" for s in ring), excerpt(doc)
+
+
+# --- auto, without the capabilities -----------------------------------------------------------------
+
+def setpriv_works():
+    """None when setpriv can drop the kernel path's capabilities here (root, util-linux's setpriv), else why not."""
+    if os.geteuid() != 0:
+        return "not root"
+    if not shutil.which("setpriv"):
+        return "no setpriv (util-linux)"
+    r = subprocess.run(SETPRIV + ["grep", "^CapEff:", "/proc/self/status"], capture_output=True, timeout=30)
+    if r.returncode != 0:
+        return "setpriv failed: %s" % r.stderr.decode(errors="replace").strip()
+    eff = int(r.stdout.split()[1], 16)
+    for bit in (21, 38, 39):  # CAP_SYS_ADMIN, CAP_PERFMON, CAP_BPF
+        if eff & (1 << bit):
+            return "setpriv left capability %d in place: %s" % (bit, r.stdout.decode().strip())
+    return None
+
+
+def unprivileged(args, env, timeout=120):
+    """Runs ptfil ARGS under setpriv without the kernel path's capabilities, in its own session (the whole
+    group killed on timeout and at the end): a CompletedProcess-like (returncode, stdout, stderr as str)."""
+    p = subprocess.Popen(SETPRIV + [os.path.join(BUILDDIR, "ptfil"), *args], stdin=subprocess.DEVNULL,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
+        raise AssertionError("setpriv ptfil %s timed out after %ss" % (" ".join(args), timeout))
+    finally:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    return p.returncode, out, err.decode(errors="replace")
+
+
+def fallback_lines(err):
+    return [l for l in err.splitlines() if l.startswith(PTRACE_FALLBACK)]
+
+
+def test_auto_without_capabilities_takes_ptrace():
+    why = setpriv_works()
+    if why:
+        print("test_auto_without_capabilities_takes_ptrace: not run: %s" % why)
+        return
+    d = workdir()
+    snap = os.path.join(d, "s.gz")
+    chain = [target("heap_chain"), "chain"]
+    for how, args, env in (("--heap-events=auto", ["--heap-events=auto"], env_with()),
+                           ("no option", [], env_with()),
+                           ("PTFIL_HEAP_EVENTS=auto", [], env_with(**{HEAP_EVENTS_ENV: "auto"}))):
+        rc, out, err = unprivileged(["launch", "-i", "0", "-o", snap, *args, "--", *chain], env)
+        assert rc == 0 and b"chain done" in out, (how, rc, out, err)
+        lines = fallback_lines(err)
+        assert len(lines) == 1, "%s without the capabilities: %d lines %r, expected one; stderr:\n%s" % (
+            how, len(lines), PTRACE_FALLBACK, err)
+        assert len(lines[0]) > len(PTRACE_FALLBACK) + 3, "no reason given: %r" % lines[0]
+        doc = view_json(snap)
+        assert heap_path(doc) == "ptrace", (how, heap_counters(doc))
+        check_near("peak", doc["peak"]["charged_bytes"], 20000000, rel=0.01)
+        assert through(doc, "f2") == (20000000, 2000), excerpt(doc)
+    # -q: nothing said.
+    rc, _, err = unprivileged(["launch", "-q", "-i", "0", "-o", snap, "--", *chain], env_with())
+    assert rc == 0 and not fallback_lines(err), (rc, err)
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def test_uprobe_without_capabilities_refused_before_the_program():
+    why = setpriv_works()
+    if why:
+        print("test_uprobe_without_capabilities_refused_before_the_program: not run: %s" % why)
+        return
+    d = workdir()
+    mark = os.path.join(d, "ran")
+    prog = ["/bin/sh", "-c", 'echo ran > "$0"', mark]
+    for how, args, env in (("--heap-events=uprobe", ["--heap-events=uprobe"], env_with()),
+                           ("PTFIL_HEAP_EVENTS=uprobe", [], env_with(**{HEAP_EVENTS_ENV: "uprobe"}))):
+        rc, _, err = unprivileged(["launch", "-q", "-o", os.path.join(d, "s.gz"), *args, "--", *prog], env, 60)
+        assert rc != 0, "%s without the capabilities: exit status 0; stderr:\n%s" % (how, err)
+        assert UPROBE_REFUSED in err, "%s: no %r in:\n%s" % (how, UPROBE_REFUSED, err)
+        assert not os.path.exists(mark), "%s: the program ran although ptfil refused" % how
+    # attach: refused before the target is touched (no tracer, its code as before, it runs on).
+    want = bare_loop()
+    with Attached([LOOP, ITERATIONS]) as a:
+        path, base = mapped_library(a.pid, "libc.so")
+        rc, _, err = unprivileged(["attach", "-q", "-o", os.path.join(d, "a.gz"), "--heap-events=uprobe",
+                                   str(a.pid)], env_with(), 60)
+        assert rc != 0 and UPROBE_REFUSED in err, (rc, err)
+        assert a.status("TracerPid") == "0" and a.running(), (a.status("TracerPid"), a.status("State"))
+        diffs = code_differences(function_bytes(a.pid, path, base, WATCHED))
+        assert not diffs, "\n".join(diffs)
+        os.kill(a.pid, signal.SIGUSR2)
+        status, out = a.target_finish()
+    assert (status, out) == want, ((status, out), want)
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def test_bad_value_is_a_usage_error():
+    d = workdir()
+    mark = os.path.join(d, "ran")
+    prog = ["/bin/sh", "-c", 'echo ran > "$0"', mark]
+    for args, env in ((["--heap-events=kernel"], env_with()), ([], env_with(**{HEAP_EVENTS_ENV: "fast"}))):
+        rc, _, err = run_ptfil(["launch", "-q", "-o", os.path.join(d, "s.gz"), *args, "--", *prog], env=env, timeout=60)
+        assert rc != 0 and err.strip(), (args, rc, err)
+        assert not os.path.exists(mark), "%s: the program ran" % (args or env[HEAP_EVENTS_ENV])
+    shutil.rmtree(d, ignore_errors=True)
+
+
+# --- the kernel path on plain C targets -------------------------------------------------------------
+
+def test_plain_c_on_the_kernel_path():
+    # heap_chain chain: 2000 blocks of 10,000 bytes live at once through f0 -> f1 -> f2 -> malloc.
+    r = traced([target("heap_chain"), "chain"], "uprobe")
+    assert r.returncode == 0 and b"chain done" in r.stdout, (r.returncode, r.stderr)
+    doc = r.json
+    check_kernel_doc(doc, "heap_chain chain")
+    check_near("peak", doc["peak"]["charged_bytes"], 20000000, rel=0.01)
+    assert through(doc, "f2") == (20000000, 2000), excerpt(doc)
+    for s in stacks_through(doc, "f2"):
+        f = functions(s)
+        assert s["kind"] == "heap" and f[0] in ("malloc", "__libc_malloc"), excerpt(doc)
+        assert f.index("f2") < f.index("f1") < f.index("f0") < f.index("main"), f
+    # heap_drop: 100,000 x 200 bytes, half freed, then 8 MiB written: the first peak stays.
+    r = traced([target("heap_drop")], "uprobe")
+    assert r.returncode == 0 and b"done" in r.stdout, (r.returncode, r.stderr)
+    doc = r.json
+    check_kernel_doc(doc, "heap_drop")
+    check_near("peak", doc["peak"]["charged_bytes"], 20000000, rel=0.01)
+    assert through(doc, "drop_small") == (20000000, 100000), excerpt(doc)
+    assert through(doc, "drop_large")[0] == 0, "the later, lower plateau was reported\n" + excerpt(doc)
+
+
+def test_environment_chooses_option_wins():
+    chain = [target("heap_chain"), "chain"]
+    r = launch(chain, env=env_with(**{HEAP_EVENTS_ENV: "uprobe"}))
+    assert r.returncode == 0, r.stderr
+    assert heap_path(r.json) == "uprobe", heap_counters(r.json)
+    r = launch(chain, ptfil_args=("-i", "0", "--heap-events=ptrace"), env=env_with(**{HEAP_EVENTS_ENV: "uprobe"}))
+    assert r.returncode == 0, r.stderr
+    assert heap_path(r.json) == "ptrace", heap_counters(r.json)
+    assert through(r.json, "f2") == (20000000, 2000), excerpt(r.json)
+    # auto where the kernel path is allowed (this file runs only there): uprobes, and nothing said.
+    d = workdir()
+    rc, out, err = run_ptfil(["launch", "-i", "0", "-o", os.path.join(d, "s.gz"), "--", *chain], env=env_with())
+    assert rc == 0 and not fallback_lines(err), (rc, err)
+    assert heap_path(view_json(os.path.join(d, "s.gz"))) == "uprobe"
+    shutil.rmtree(d, ignore_errors=True)
+
+
+# --- Python stays on the ptrace path ------------------------------------------------------------------
+
+def test_python_stays_on_ptrace():
+    import test_python as tp  # sites.py and its checks
+    r = tp.run_sites(ptfil_args=("--heap-events=uprobe",), env=env_with())
+    doc = r.json
+    assert heap_path(doc) == "ptrace", heap_counters(doc)
+    tp.check_sites(doc, 11, native=False)
+    tp.check_python_outermost(doc, "--heap-events=uprobe")
+    # Without -q, one note says why; with -q (run_sites), nothing.
+    note = re.compile(r"(?i)python.*ptrace|ptrace.*python")
+    assert not [l for l in r.stderr.decode(errors="replace").splitlines() if note.search(l)], r.stderr
+    d = workdir()
+    rc, _, err = run_ptfil(["launch", "-i", "0", "--heap-events=uprobe", "-o", os.path.join(d, "s.gz"), "--",
+                            tp.PYTHON, tp.SITES], env=env_with())
+    assert rc == tp.SITES_STATUS, (rc, err)
+    assert [l for l in err.splitlines() if note.search(l)], "no note that Python stays on ptrace:\n%s" % err
+    shutil.rmtree(d, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    status, message = heap_events_probe()
+    if status == "broken":
+        # Run the tests anyway, so that each says how it fails.
+        print("ptfil cannot take the kernel path: %s" % message)
+    else:
+        require_kernel_path(status, message, "test_kernel.py")
+    main([test_plain_c_on_the_kernel_path, test_environment_chooses_option_wins, test_bad_value_is_a_usage_error,
+          test_tiny_ring_storm_loses_nothing, test_tiny_ring_same_profile_as_ptrace,
+          test_attach_kill_9_leaves_target_intact, test_attach_detach_leaves_original_bytes,
+          test_auto_without_capabilities_takes_ptrace, test_uprobe_without_capabilities_refused_before_the_program,
+          test_python_stays_on_ptrace])
