@@ -205,7 +205,7 @@ static int build(struct tracer *T, struct proc *p, int live, struct snap *s)
 	if (!T->opts.no_heap && counter(s, &k, p->kpath_used ? "heap_events.uprobe" : "heap_events.ptrace", 1))
 		return -1;
 	if (p->kpath_used &&
-	    (counter(s, &k, "kernel.records", ks->records) || counter(s, &k, "kernel.lost", ks->lost) ||
+	    (counter(s, &k, "kernel.records", p->krecords) || counter(s, &k, "kernel.lost", ks->lost) ||
 	     counter(s, &k, "kernel.backpressure", T->stops[STOP_BACKPRESSURE]) ||
 	     counter(s, &k, "kernel.waits", ks->waits) || counter(s, &k, "kernel.late_copies", ks->late_copies) ||
 	     counter(s, &k, "kernel.short_stacks", ks->short_stacks) ||

@@ -188,7 +188,10 @@ static void disarm_from(struct hooks *h, const struct hooks_mem *mem, size_t fro
 	}
 }
 
-/* The malloc family of module e to the kernel path: all of it or none, said once. */
+/*
+ * The malloc family of module e to the kernel path: all of it or none, said
+ * once. Returns 0, or 1 when the process declined (it keeps breakpoints).
+ */
 static int probe_group(struct hooks *h, const struct modreg_entry *e)
 {
 	struct hooks_site s[HOOK__COUNT];
@@ -205,7 +208,10 @@ static int probe_group(struct hooks *h, const struct modreg_entry *e)
 		s[n].addr = e->base + off;
 		s[n++].fn = (enum hook_fn)fn;
 	}
-	if (n && h->probe(h->probe_ctx, e, s, n)) {
+	int rc = n ? h->probe(h->probe_ctx, e, s, n) : 0;
+	if (rc > 0)
+		return 1; /* declined: the process stays on breakpoints */
+	if (rc < 0) {
 		h->unhookable++;
 		warning("the kernel cannot probe %s's malloc family, so its heap blocks are not charged", e->path);
 	}
@@ -222,8 +228,8 @@ static int hook_group(struct hooks *h, const struct hooks_mem *mem, const struct
 {
 	struct pending p[HOOK__COUNT];
 	size_t n = 0;
-	if (first == HOOK_MALLOC && h->probe)
-		return probe_group(h, e);
+	if (first == HOOK_MALLOC && h->probe && probe_group(h, e) == 0)
+		return 0;
 	for (int fn = first; fn <= (int)last; fn++) {
 		uint64_t off;
 		if (fn == HOOK_DL_DEBUG || sym_dynamic(e->sym, hook_names[fn], &off))

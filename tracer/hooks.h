@@ -36,7 +36,8 @@ struct hook_bp {
 /*
  * The kernel path (tracer/kheap.c): the malloc family of module e, found at
  * the n addresses of sites (aliases removed), is probed by the kernel instead
- * of by int3s. Returns 0, or -1 when none of them is probed.
+ * of by int3s. Returns 0, -1 when none of them is probed, or 1 when the
+ * process is to keep int3s after all (the probe is then cleared).
  */
 struct hooks_site {
 	uint64_t addr;

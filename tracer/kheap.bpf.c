@@ -153,6 +153,8 @@ static __always_inline int small(struct pt_regs *ctx, __u32 kind, __u64 a0)
 		return 0;
 	}
 	head(ctx, r, kind, a0, ctx->sp, 0);
+	if (kind == KH_FREE)
+		bpf_probe_read_user(&r->a[2], sizeof(r->a[2]), (void *)ctx->sp);
 	if (kind == KH_RETURN && r->fn == KH_FN_POSIX_MEMALIGN) {
 		/* The block as stored now: the program may store another there before ptfil reads it. */
 		__u32 tid = r->tid;
@@ -176,7 +178,7 @@ int kh_return(struct pt_regs *ctx)
 	return small(ctx, KH_RETURN, ctx->ax);
 }
 
-/* free entered: the pointer. */
+/* free entered: the pointer, and its return address (a tail call from an allocating call returns through a uretprobe's). */
 SEC("uprobe")
 int kh_free(struct pt_regs *ctx)
 {

@@ -27,6 +27,7 @@
 #include "tracer/core.h"
 #include "tracer/kheap_rec.h"
 #include "tracer/procfs.h"
+#include "tracer/remote.h"
 #ifdef HAVE_BPF
 #include "tracer/kprobes.h"
 #endif
@@ -230,12 +231,16 @@ static void to_regs(const struct kh_entry *e, struct user_regs_struct *r)
 
 /*
  * Whether thread t's allocating call in progress is still there when a call
- * at stack pointer sp begins: a call from inside it runs below its entry
- * stack pointer; one at or above it means the call was left (longjmp).
+ * at stack pointer sp begins, whose return address is ret: a call from inside
+ * it runs below its entry stack pointer. At that same stack pointer, a
+ * function it jumped to in its place (reallocarray's tail call of realloc)
+ * returns where it would have, through the kernel's return trampoline, which
+ * lies in no module; a new call from the program (the outer one was left by
+ * siglongjmp) returns into the program. Above it, the call was left too.
  */
-static int inside_call(struct tracee *t, uint64_t sp)
+static int inside_call(struct tracee *t, uint64_t sp, uint64_t ret)
 {
-	if (t->kin_call && sp >= t->call.rsp)
+	if (t->kin_call && (sp > t->call.rsp || (sp == t->call.rsp && modmap_find(&t->p->mm, ret))))
 		t->kin_call = 0;
 	return t->kin_call;
 }
@@ -247,7 +252,10 @@ static void on_entry(struct tracer *T, struct tracee *t, const struct kh_entry *
 	st->entries++;
 	if (len < offsetof(struct kh_entry, stack) || e->stack_len > len - offsetof(struct kh_entry, stack))
 		return;
-	if (inside_call(t, e->regs[KH_RSP])) {
+	uint64_t ret = 0;
+	if (e->stack_len >= sizeof(ret))
+		memcpy(&ret, e->stack, sizeof(ret));
+	if (inside_call(t, e->regs[KH_RSP], ret)) {
 		/* realloc calling malloc, say: the outer call counts, as on the ptrace path. */
 		T->nested_calls++;
 		return;
@@ -285,7 +293,7 @@ static void on_return(struct tracer *T, struct tracee *t, const struct kh_rec *r
 static void on_free(struct tracer *T, struct tracee *t, const struct kh_rec *r)
 {
 	T->kstats.frees++;
-	if (inside_call(t, r->a[1])) {
+	if (inside_call(t, r->a[1], r->a[2])) {
 		T->nested_calls++;
 		return;
 	}
@@ -309,6 +317,7 @@ static void on_record(void *ctx, const void *rec, size_t len)
 	}
 	if (!t->p->profiled || !t->p->ready)
 		return;
+	t->p->krecords++;
 	switch (r->kind & ~KH_STORED) {
 	case KH_ENTRY:
 		on_entry(T, t, rec, len);
@@ -364,6 +373,39 @@ static int add_links(struct proc *p, const int *fds, size_t n)
 	return 0;
 }
 
+/* Whether the kernel runs the instruction at code itself at a probe hit (x86: a push or a branch), not single-stepped. */
+static int kernel_emulates(const uint8_t *c)
+{
+	return (c[0] >= 0x50 && c[0] <= 0x57) || (c[0] == 0x41 && c[1] >= 0x50 && c[1] <= 0x57) ||
+	       c[0] == 0xeb || c[0] == 0xe9 || c[0] == 0xe8 || (c[0] >= 0x70 && c[0] <= 0x7f) ||
+	       (c[0] == 0x0f && c[1] >= 0x80 && c[1] <= 0x8f);
+}
+
+/*
+ * Where in a function to put its probe: its first instruction, unless the
+ * kernel would have to single-step it (several times the cost of a hit) and
+ * the next one is a push or a branch that it runs itself while the first only
+ * sets flags (glibc's free starts with test rdi,rdi; je). Arguments, stack
+ * pointer and return address are the same there. Returns the bytes to skip.
+ */
+static uint64_t probe_offset(pid_t pid, uint64_t addr)
+{
+	uint8_t code[32];
+	struct emu_insn in;
+	if (remote_read(pid, addr, code, sizeof(code)) || kernel_emulates(code) || emu_decode(code, 16, &in))
+		return 0;
+	switch (in.op) {
+	case EMU_NOP:
+	case EMU_TEST_RR:
+	case EMU_CMP_RI:
+	case EMU_CMPB_RIP:
+	case EMU_CMP_RIP:
+		return kernel_emulates(code + in.len) ? in.len : 0;
+	default:
+		return 0;
+	}
+}
+
 /* hooks_probe_fn: the kernel probes module e's malloc family in process ctx. */
 static int probe_module(void *ctx, const struct modreg_entry *e, const struct hooks_site *sites, size_t n)
 {
@@ -373,6 +415,17 @@ static int probe_module(void *ctx, const struct modreg_entry *e, const struct ho
 		return -1;
 	if (!p->kpath_checked) {
 		p->kpath_checked = 1;
+		/*
+		 * The kernel installs a process's probes through its main thread's
+		 * address space: once that thread has exited (a zombie leader),
+		 * none would go in.
+		 */
+		pid_t tracer = 0;
+		char st = procfs_state(p->pid, &tracer);
+		if (st == 'Z' || st == 'X') {
+			p->hooks.probe = NULL;
+			return 1;
+		}
 		if (runs_python(T, p)) {
 			p->hooks.probe = NULL;
 			if (p->pid == T->main_pid && T->opts.heap_events == HEAP_EVENTS_UPROBE && !T->opts.quiet)
@@ -392,7 +445,10 @@ static int probe_module(void *ctx, const struct modreg_entry *e, const struct ho
 		if (!m || m->inode != e->inode || !(m->perms & MAPS_X))
 			goto out;
 		where = m;
-		ks[i].offset = sites[i].addr - m->start + m->offset;
+		uint64_t skip = probe_offset(p->pid, sites[i].addr);
+		if (sites[i].addr + skip >= m->end)
+			skip = 0;
+		ks[i].offset = sites[i].addr + skip - m->start + m->offset;
 		ks[i].fn = sites[i].fn;
 		ks[i].is_free = sites[i].fn == HOOK_FREE;
 	}
@@ -425,6 +481,7 @@ void kheap_proc_setup(struct tracer *T, struct proc *p)
 	p->hooks.probe = probe_module;
 	p->hooks.probe_ctx = p;
 	p->kpath_checked = 0;
+	p->kpath_used = 0;
 }
 
 void kheap_proc_release(struct proc *p)

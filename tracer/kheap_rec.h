@@ -34,7 +34,8 @@ struct kh_rec {
 	unsigned int tgid;
 	unsigned int fn;                 /* enum hook_fn of the function (the probe's cookie) */
 	/*
-	 * KH_ENTRY: the arguments; KH_FREE: the pointer, the stack pointer;
+	 * KH_ENTRY: the arguments; KH_FREE: the pointer, the stack pointer, the
+	 * word there (the return address);
 	 * KH_RETURN: the result, the stack pointer, and for posix_memalign the
 	 * block it stored (a[2] is then that block, and the record's kind has
 	 * KH_STORED set).

@@ -58,7 +58,8 @@ struct proc {
 	struct pyproc py;      /* its CPython, when it runs one: where to read Python frames */
 	int *klinks; size_t n_klinks, cap_klinks;  /* the kernel path: its uprobe links' fds (tracer/kheap.c) */
 	int kpath_checked;     /* the kernel path: whether it runs Python was looked at */
-	int kpath_used;        /* the kernel probes some of its malloc family */
+	int kpath_used;        /* the kernel probes some of its malloc family (in its current image) */
+	uint64_t krecords;     /* the kernel path's records of this process, applied */
 	struct proc *next;
 };
 
