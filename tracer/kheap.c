@@ -484,6 +484,35 @@ void kheap_proc_setup(struct tracer *T, struct proc *p)
 	p->kpath_used = 0;
 }
 
+void kheap_sigaltstack(struct tracer *T, struct tracee *t, uint64_t ss, uint64_t sp)
+{
+	struct proc *p = t->p;
+	stack_t st;
+	if (!T->kh || !p->kpath_used || !ss || remote_read(t->tid, ss, &st, sizeof(st)) ||
+	    (st.ss_flags & SS_DISABLE) || (uint64_t)(uintptr_t)st.ss_sp <= sp)
+		return;
+	/*
+	 * Every record so far applied, the probes out (calls in flight return
+	 * normally: the kernel keeps their return addresses), then breakpoints.
+	 * A call in flight now is not seen to return: its block is not charged.
+	 */
+	kheap_drain(T);
+	kheap_proc_release(p);
+	kheap_drain(T);
+	p->hooks.probe = NULL;
+	p->kpath_used = 0;
+	for (size_t h = 0; h < TRACER_HASH; h++)
+		for (struct tracee *o = T->threads[h]; o; o = o->hnext)
+			if (o->p == p)
+				o->kin_call = 0;
+	p->hooks.n_scanned = 0;
+	if (hooks_scan(&p->hooks, t->tid, &p->mm, &T->reg))
+		warning("process %d: some malloc-family hooks are missing", (int)p->pid);
+	if (!T->opts.quiet)
+		fprintf(stderr, "%s: process %d put a signal stack above its stack, where kernel uprobes cannot return: "
+			"its heap events go through ptrace from now on\n", error_progname(), (int)p->pid);
+}
+
 void kheap_proc_release(struct proc *p)
 {
 	if (p->n_klinks)
@@ -561,6 +590,7 @@ void kheap_end(struct tracer *T)
 #else
 
 int kheap_start(struct tracer *T) { (void)T; return 0; }
+void kheap_sigaltstack(struct tracer *T, struct tracee *t, uint64_t ss, uint64_t sp) { (void)T; (void)t; (void)ss; (void)sp; }
 int kheap_wait(struct tracer *T, int timeout_ms) { (void)T; (void)timeout_ms; return 0; }
 void kheap_drain(struct tracer *T) { (void)T; }
 int kheap_owns_stop(struct tracer *T, struct tracee *t, int status) { (void)T; (void)t; (void)status; return 0; }

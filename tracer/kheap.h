@@ -82,6 +82,13 @@ int kheap_owns_stop(struct tracer *T, struct tracee *t, int status);
  * after exec, at attach, and for a followed child.
  */
 void kheap_proc_setup(struct tracer *T, struct proc *p);
+/*
+ * At thread t's sigaltstack(ss) system call (sp: its stack pointer): a
+ * signal stack placed above the thread's stack makes the kernel drop the
+ * return probes of calls a handler on it interrupts (and the program then
+ * dies of SIGILL when they return): the process goes to the ptrace path first.
+ */
+void kheap_sigaltstack(struct tracer *T, struct tracee *t, uint64_t ss, uint64_t sp);
 /* The probes of p's current image go (exec, exit, leaving): its links are closed. */
 void kheap_proc_release(struct proc *p);
 

@@ -147,6 +147,10 @@ int sysc_entry(struct tracer *T, struct tracee *t)
 	if (get_regs(t, &regs))
 		return PTRACE_CONT;
 	uint64_t a[6] = { regs.rdi, regs.rsi, regs.rdx, regs.r10, regs.r8, regs.r9 };
+	if (regs.orig_rax == SYS_sigaltstack) {
+		kheap_sigaltstack(T, t, a[0], regs.rsp);
+		return PTRACE_CONT;
+	}
 	t->sc_stack = STACKS_FAILED;
 	return sysc_begin(T, t, (long)regs.orig_rax, a) ? PTRACE_SYSCALL : PTRACE_CONT;
 }
