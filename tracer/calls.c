@@ -369,7 +369,8 @@ void calls_trap(struct tracer *T, struct tracee *t, struct user_regs_struct *reg
 	uint64_t at = regs->rip - 1;
 	struct hooks *h = &t->p->hooks;
 	if (h->trampoline_armed && at == h->trampoline) {
-		T->stops[STOP_BP_RETURN]++;
+		/* The mapping calls' wrappers (attach) are counted apart: the malloc family's stops have a budget. */
+		T->stops[t->in_alloc && HOOK_IS_WRAPPER(t->call.fn) ? STOP_BP_WRAPPER : STOP_BP_RETURN]++;
 		on_return(T, t, regs);
 		return;
 	}
@@ -378,7 +379,7 @@ void calls_trap(struct tracer *T, struct tracee *t, struct user_regs_struct *reg
 		T->stops[STOP_DL_DEBUG]++;
 		on_load(T, t, b, regs);
 	} else {
-		T->stops[STOP_BP_ENTRY]++;
+		T->stops[HOOK_IS_WRAPPER(b->fn) ? STOP_BP_WRAPPER : STOP_BP_ENTRY]++;
 		on_entry(T, t, b, regs);
 	}
 }

@@ -23,6 +23,7 @@ static const char *stop_names[STOP__COUNT] = {
 	[STOP_DL_DEBUG] = "stops.dl_debug",
 	[STOP_OTHER] = "stops.other",
 	[STOP_BACKPRESSURE] = "stops.backpressure",
+	[STOP_BP_WRAPPER] = "stops.bp_wrapper",
 };
 
 static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }

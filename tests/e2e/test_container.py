@@ -241,7 +241,7 @@ def test_setuid_loses_privilege():
         check_near("keep_block", charged_through(view_json(os.path.join(d, "nobody.gz")), "keep_block"), 4 * MiB)
         # Found through PATH as execvp finds it: the warning names the file.
         env_path = "PATH=%s:%s" % (d, os.environ.get("PATH", "/usr/bin:/bin"))
-        rc, out, err = run_as(nobody, ["env", env_path, PTFIL, "launch", "-q", "-i", "0", "-o",
+        rc, out, err = run_as(nobody, ["env", env_path, PTFIL, "launch", "-q", "-i", "0", "--heap-events=auto", "-o",
                                        os.path.join(d, "path.gz"), "--", "setuid_copy"], d)
         assert PRIVILEGE.findall(err) == [setuid] and rc == 7, (rc, out, err)
         # Nothing to say: root keeps the privilege, and a program that is not set-user-ID has none to lose.

@@ -76,7 +76,7 @@ def test_attach_wrappers_only():
         assert (status, out) == (0, b"ready\nholding\ndone\n"), (status, out)
         doc = a.json()
     no_heap_stops(doc)
-    assert doc["counters"]["stops.bp_entry"] > 0, doc["counters"]  # the mmap wrapper
+    assert doc["counters"]["stops.bp_wrapper"] > 0, doc["counters"]  # the mmap wrapper
     for fn, mib in (("worker_one", 4), ("worker_two", 8), ("worker_three", 12)):
         check_near(fn, charged_through(doc, fn), mib * MiB, rel=0.05)
         for s in stacks_through(doc, fn):
