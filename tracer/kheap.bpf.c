@@ -89,21 +89,47 @@ static __always_inline void head(struct pt_regs *ctx, struct kh_rec *r, __u32 ki
 	r->a[2] = a2;
 }
 
-/* The user stack from sp up, as much of KH_STACK as is mapped (a read is all or nothing). */
-static __always_inline __u64 copy_stack(unsigned char *dst, __u64 sp)
+/*
+ * Per thread, an address up to which its stack is known to be readable (its
+ * top, to within 128 bytes): a read that crosses the end of the stack
+ * mapping fails as a whole, so a thread near the top of its stack (the main
+ * thread in main) would fault at every call without it.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, __u64);
+} stacktop SEC(".maps");
+
+/* The user stack from sp up, as much of KH_STACK as is mapped. */
+static __always_inline __u64 copy_stack(unsigned char *dst, __u64 sp, __u32 tid)
 {
+	__u64 *known = bpf_map_lookup_elem(&stacktop, &tid);
+	if (known && *known > sp && *known - sp < KH_STACK) {
+		__u64 n = (*known - sp) & (KH_STACK - 1);
+		if (n && !bpf_probe_read_user(dst, n, (void *)sp))
+			return n;
+	}
 	if (!bpf_probe_read_user(dst, KH_STACK, (void *)sp))
 		return KH_STACK;
+	/* Shorter: found by halving (6 reads, once per thread), then remembered. */
 	count(KH_C_SHORT_STACK);
-	if (!bpf_probe_read_user(dst, KH_STACK / 2, (void *)sp))
-		return KH_STACK / 2;
-	if (!bpf_probe_read_user(dst, KH_STACK / 4, (void *)sp))
-		return KH_STACK / 4;
-	if (!bpf_probe_read_user(dst, KH_STACK / 8, (void *)sp))
-		return KH_STACK / 8;
-	if (!bpf_probe_read_user(dst, KH_STACK / 16, (void *)sp))
-		return KH_STACK / 16;
-	return 0;
+	__u64 lo = 0, hi = KH_STACK;
+#pragma unroll
+	for (int i = 0; i < 6; i++) {
+		__u64 mid = ((lo + hi) / 2) & (KH_STACK - 8);
+		if (mid && !bpf_probe_read_user(dst, mid, (void *)sp))
+			lo = mid;
+		else
+			hi = mid;
+	}
+	lo &= KH_STACK - 8;
+	if (!lo || bpf_probe_read_user(dst, lo, (void *)sp))
+		return 0;
+	__u64 top = sp + lo;
+	bpf_map_update_elem(&stacktop, &tid, &top, BPF_ANY);
+	return lo;
 }
 
 /* An allocating function entered: its arguments, its registers and its stack, for ptfil to unwind. */
@@ -134,7 +160,7 @@ int kh_entry(struct pt_regs *ctx)
 	r->regs[KH_R9] = ctx->r9;
 	r->regs[KH_R10] = ctx->r10;
 	r->regs[KH_R11] = ctx->r11;
-	r->stack_len = copy_stack(r->stack, ctx->sp);
+	r->stack_len = copy_stack(r->stack, ctx->sp, r->h.tid);
 	if (r->h.fn == KH_FN_POSIX_MEMALIGN) {
 		__u32 tid = r->h.tid;
 		__u64 where = ctx->di;

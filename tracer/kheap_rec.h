@@ -54,7 +54,7 @@ struct kh_entry {
 enum {
 	KH_C_LOST,          /* records that did not fit in the ring: must stay 0 */
 	KH_C_STOPS,         /* back-pressure: SIGSTOPs the programs sent */
-	KH_C_SHORT_STACK,   /* entries whose stack copy is shorter than KH_STACK */
+	KH_C_SHORT_STACK,   /* a thread's stack found shorter than KH_STACK (its end then remembered) */
 	KH_NCOUNTERS
 };
 
