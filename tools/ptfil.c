@@ -52,12 +52,12 @@ static void usage(FILE *f)
 		"                        native frame, the interpreter's own too; by default\n"
 		"                        a stack shows its Python frames (function, file,\n"
 		"                        line) and the native calls under the innermost one\n"
-		"      --heap-events=auto|uprobe|ptrace  how the malloc family is seen:\n"
-		"                        kernel uprobes (root, or CAP_BPF and CAP_PERFMON;\n"
-		"                        Linux 6.6 or later), an order of magnitude cheaper,\n"
-		"                        or ptrace breakpoints (anyone who may ptrace PID);\n"
-		"                        auto (the default, or $PTFIL_HEAP_EVENTS) takes\n"
-		"                        uprobes when allowed and says why not when not.\n"
+		"  -e, --heap-events WAY  how the malloc family is seen: uprobe (kernel\n"
+		"                        uprobes: root, or CAP_BPF and CAP_PERFMON, and Linux\n"
+		"                        6.6 or later; an order of magnitude cheaper), ptrace\n"
+		"                        (breakpoints: anyone who may ptrace the program), or\n"
+		"                        auto: uprobe when allowed, else ptrace with one line\n"
+		"                        saying why (default auto, or $PTFIL_HEAP_EVENTS).\n"
 		"                        Python programs keep ptrace (frames read at each call)\n"
 		"  -q, --quiet           print nothing on stderr but errors\n"
 		"  -h, --help            show this help\n"
@@ -120,8 +120,6 @@ static int parse_pid(const char *s)
 	return (int)v;
 }
 
-#define OPT_HEAP_EVENTS 256
-
 static int parse_events(const char *s, const char *what, struct tracer_opts *o)
 {
 	enum heap_events e;
@@ -145,7 +143,7 @@ static int cmd_run(int argc, char **argv, int attach)
 		{ "mappings-only", no_argument, NULL, 'm' },
 		{ "native", no_argument, NULL, 'n' },
 		{ "duration", required_argument, NULL, 'd' },
-		{ "heap-events", required_argument, NULL, OPT_HEAP_EVENTS },
+		{ "heap-events", required_argument, NULL, 'e' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -158,7 +156,7 @@ static int cmd_run(int argc, char **argv, int attach)
 		return 2;
 	int c;
 	/* '+': stop at the program's name, so its own options stay its own. */
-	while ((c = getopt_long(argc, argv, "+o:i:l:fmnd:qhV", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+o:i:l:e:fmnd:qhV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'o': o.output = optarg; break;
 		case 'i': o.interval_ms = parse_ms(optarg); break;
@@ -174,7 +172,7 @@ static int cmd_run(int argc, char **argv, int attach)
 			}
 			o.duration = parse_seconds(optarg);
 			break;
-		case OPT_HEAP_EVENTS:
+		case 'e':
 			if (parse_events(optarg, "--heap-events", &o))
 				return 2;
 			break;

@@ -484,7 +484,10 @@ def test_attach_follow_main_process_exits_first():
     want = untraced([ORPHANS], orphans_go_exit)
     for i in (1, 2, 3):
         assert b"worker %d exited %d\n" % (i, 30 + i) in out, out
-    assert (status, out) == want, "traced %r, untraced %r" % ((status, out), want)
+    # Main and keeper write to one pipe from two processes: when "main exits" lands among the
+    # keeper's lines is a race between the two processes, not behaviour ptfil could change.
+    assert (status, sorted(out.splitlines())) == (want[0], sorted(want[1].splitlines())), \
+        "traced %r, untraced %r" % ((status, out), want)
 
 
 if __name__ == "__main__":
