@@ -60,8 +60,8 @@ def check_released(pid):
     assert tids(pid), "process %d is gone" % pid
     for tid in tids(pid):
         state, tracer = proc_status(tid, "State"), proc_status(tid, "TracerPid")
-        if state is None:
-            continue  # ended meanwhile
+        if state is None or tracer is None:
+            continue  # ended meanwhile (between the two reads, too)
         assert tracer == "0", "thread %d of %d still traced by %s (state %s)" % (tid, pid, tracer, state)
         assert state[0] not in "tT", "thread %d of %d left stopped: %s" % (tid, pid, state)
 
