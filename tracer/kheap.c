@@ -130,16 +130,6 @@ int kheap_choose(struct tracer *T)
 
 #ifdef HAVE_BPF
 
-/* True when process pid catches signal sig (a handler of its own: SigCgt), or when that cannot be read. */
-static int catches(pid_t pid, int sig)
-{
-	static const char *const name[] = { "SigCgt" };
-	unsigned long long mask = 0;
-	if (procfs_status(pid, name, &mask, 1, 16))
-		return 1;
-	return (mask >> (sig - 1)) & 1;
-}
-
 int kheap_start(struct tracer *T)
 {
 	struct kheap *k = T->kh;
@@ -153,7 +143,7 @@ int kheap_start(struct tracer *T)
 	 * leaves it to its default (ignored), which under ptrace is still
 	 * reported, and untraced is dropped.
 	 */
-	k->stop_signal = T->attach && !catches(T->main_pid, SIGURG) ? SIGURG : SIGSTOP;
+	k->stop_signal = T->attach && procfs_signal(T->main_pid, "SigCgt", SIGURG) == 0 ? SIGURG : SIGSTOP;
 	k->marked_threads = (size_t)-1;
 	/* SIGCHLD through a signalfd, so that one wait covers ptrace stops and the ring. */
 	sigset_t chld;
@@ -532,16 +522,6 @@ void kheap_refresh_stats(struct tracer *T)
 	T->kstats.waits = k->kp.waits;
 }
 
-/* True when thread tid has signal sig queued for it alone. */
-static int thread_pending(pid_t tid, int sig)
-{
-	static const char *const name[] = { "SigPnd" };
-	unsigned long long mask = 0;
-	if (procfs_status(tid, name, &mask, 1, 16))
-		return 0;
-	return (mask >> (sig - 1)) & 1;
-}
-
 int kheap_leave(struct tracer *T)
 {
 	struct kheap *k = T->kh;
@@ -554,7 +534,7 @@ int kheap_leave(struct tracer *T)
 	int n = 0;
 	for (size_t h = 0; h < TRACER_HASH; h++)
 		for (struct tracee *t = T->threads[h]; t; t = t->hnext)
-			if (t->parked && !t->exiting && thread_pending(t->tid, k->stop_signal) &&
+			if (t->parked && !t->exiting && procfs_signal(t->tid, "SigPnd", k->stop_signal) == 1 &&
 			    ptrace(PTRACE_CONT, t->tid, 0, 0) == 0) {
 				t->parked = 0;
 				n++;

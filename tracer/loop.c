@@ -76,11 +76,7 @@ static void park(struct tracee *t, int sig, int group_stop)
 /* True when thread tid has signal sig queued for it alone (as a fault's or an int3's SIGTRAP is). */
 static int thread_pending(pid_t tid, int sig)
 {
-	static const char *const name[] = { "SigPnd" };
-	unsigned long long mask = 0;
-	if (procfs_status(tid, name, &mask, 1, 16))
-		return 0;
-	return (mask >> (sig - 1)) & 1;
+	return procfs_signal(tid, "SigPnd", sig) == 1;
 }
 
 /*

@@ -86,3 +86,12 @@ char **procfs_argv(pid_t pid)
 			break;
 	return argv;
 }
+
+int procfs_signal(pid_t pid, const char *field, int sig)
+{
+	const char *const name[] = { field };
+	unsigned long long mask = 0;
+	if (procfs_status(pid, name, &mask, 1, 16))
+		return -1;
+	return (int)((mask >> (sig - 1)) & 1);
+}

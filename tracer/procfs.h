@@ -18,6 +18,13 @@
 int procfs_status(pid_t pid, const char *const *name, unsigned long long *val, int n, int base);
 
 /*
+ * Whether signal sig is in the mask field of /proc/PID/status ("SigPnd": queued
+ * for that thread alone, "ShdPnd", "SigCgt": caught...): 1 or 0, or -1 when
+ * it cannot be read.
+ */
+int procfs_signal(pid_t pid, const char *field, int sig);
+
+/*
  * The state letter of thread tid (R, S, t, Z...) from /proc/TID/stat, 0 when
  * it is gone; with tracer, its TracerPid too.
  */
