@@ -187,6 +187,13 @@ static void on_entry(struct tracer *T, struct tracee *t, const struct hook_bp *b
 		emulate_and_go(t, b, regs, NULL);
 		return;
 	}
+	if (b->fn == HOOK_SIGALTSTACK) {
+		/* Attach on the kernel path: a signal stack above the stack moves the process to breakpoints. */
+		const struct hook_bp copy = *b; /* hooks_scan may move the table */
+		kheap_sigaltstack(T, t, regs->rdi, regs->rsp);
+		emulate_and_go(t, &copy, regs, NULL);
+		return;
+	}
 	if (HOOK_IS_WRAPPER(b->fn)) {
 		on_wrapper(T, t, b, regs);
 		return;

@@ -21,7 +21,7 @@ const char *const hook_names[HOOK__COUNT] = {
 	[HOOK_MEMALIGN] = "memalign", [HOOK_VALLOC] = "valloc", [HOOK_PVALLOC] = "pvalloc",
 	[HOOK_DL_DEBUG] = "_dl_debug_state",
 	[HOOK_MMAP] = "mmap", [HOOK_MUNMAP] = "munmap", [HOOK_MREMAP] = "mremap",
-	[HOOK_MADVISE] = "madvise", [HOOK_BRK] = "brk",
+	[HOOK_MADVISE] = "madvise", [HOOK_BRK] = "brk", [HOOK_SIGALTSTACK] = "sigaltstack",
 };
 
 void hooks_init(struct hooks *h)
@@ -246,11 +246,15 @@ static int hook_group(struct hooks *h, const struct hooks_mem *mem, const struct
 		if (!ok) {
 			/* Without emulation the hook would need single-stepping: the module's family is left alone. */
 			h->unhookable++;
-			warning("%s in %s starts with an instruction ptfil cannot emulate: none of %s's %s is hooked, so %s",
-				hook_names[fn], e->path, e->path,
-				HOOK_IS_WRAPPER(first) ? "mapping call wrappers" : "malloc-family functions",
-				HOOK_IS_WRAPPER(first) ? "mappings it makes are charged from /proc only"
-						       : "its heap blocks are not charged");
+			if (first == HOOK_SIGALTSTACK)
+				warning("sigaltstack in %s starts with an instruction ptfil cannot emulate: a signal stack "
+					"the program puts above its stack is not seen", e->path);
+			else
+				warning("%s in %s starts with an instruction ptfil cannot emulate: none of %s's %s is "
+					"hooked, so %s", hook_names[fn], e->path, e->path,
+					HOOK_IS_WRAPPER(first) ? "mapping call wrappers" : "malloc-family functions",
+					HOOK_IS_WRAPPER(first) ? "mappings it makes are charged from /proc only"
+							       : "its heap blocks are not charged");
 			return 0;
 		}
 		n++;
@@ -350,6 +354,8 @@ int hooks_scan_mem(struct hooks *h, const struct hooks_mem *mem, const struct mo
 		if (!h->no_heap && hook_group(h, mem, e, gid, HOOK_MALLOC, HOOK_PVALLOC))
 			rc = -1;
 		if (h->wrappers && hook_group(h, mem, e, gid, HOOK_MMAP, HOOK_BRK))
+			rc = -1;
+		if (h->wrappers && h->probe && hook_group(h, mem, e, gid, HOOK_SIGALTSTACK, HOOK_SIGALTSTACK))
 			rc = -1;
 		/* The break brk moves, which the brk wrapper does not take as an argument. */
 		uint64_t off;

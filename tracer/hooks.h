@@ -20,6 +20,12 @@ enum hook_fn {
 	HOOK_DL_DEBUG,
 	/* The libc wrappers of the mapping calls, hooked only where no seccomp filter reports them (attach). */
 	HOOK_MMAP, HOOK_MUNMAP, HOOK_MREMAP, HOOK_MADVISE, HOOK_BRK,
+	/*
+	 * sigaltstack's wrapper: hooked under attach only for a process on the
+	 * kernel path, which must leave it for a signal stack above its stack
+	 * (tracer/kheap.h); launch sees the system call through seccomp.
+	 */
+	HOOK_SIGALTSTACK,
 	HOOK__COUNT
 };
 

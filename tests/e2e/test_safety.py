@@ -423,6 +423,37 @@ def test_signal_handler_on_alternate_stack_above():
         (r.returncode, r.stdout), want, r.stderr.decode(errors="replace"))
 
 
+def test_attach_then_signal_stack_above():
+    """attach, then the program execs into safety_altstack, which puts a signal stack above its
+    stack and mallocs on it while it is in malloc: it runs as untraced. (On the kernel path the
+    kernel's return probes cannot return across such a stack: ptfil sees the sigaltstack call
+    at its libc wrapper and moves the process to breakpoints first; without that it died of SIGILL.)"""
+    want = launched_untraced([ALTSTACK])
+    d = workdir()
+    prog = subprocess.Popen(["sh", "-c", "read go; exec %s" % ALTSTACK], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    tracer = None
+    try:
+        tracer = subprocess.Popen([PTFIL, "attach", "-q", "-i", "0", "-o", os.path.join(d, "snap.gz"), str(prog.pid)],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        deadline = time.time() + 30
+        while proc_status(prog.pid, "TracerPid") in (None, "0") and time.time() < deadline:
+            assert tracer.poll() is None, "ptfil attach ended early: %r" % (tracer.communicate(),)
+            time.sleep(0.02)
+        assert proc_status(prog.pid, "TracerPid") not in (None, "0"), "ptfil did not attach"
+        time.sleep(0.2)  # the hooks are armed after the seize
+        out, _ = prog.communicate(b"go\n", timeout=60)
+        _, err = tracer.communicate(timeout=60)
+        assert (prog.returncode, out) == want, "traced %r, untraced %r; ptfil's stderr: %s" % (
+            (prog.returncode, out), want, err.decode(errors="replace"))
+        assert tracer.returncode == 0, err.decode(errors="replace")
+    finally:
+        for p in (prog, tracer):
+            if p and p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+
+
 def test_allocations_after_siglongjmp_counted():
     want = launched_untraced([LONGJMP])
     r = launch([LONGJMP], timeout=60)
@@ -498,5 +529,6 @@ if __name__ == "__main__":
           test_attach_stderr_closed_pipe_sigint, test_attach_stderr_closed_pipe_duration, test_launch_stderr_closed_pipe,
           test_dlopen_after_main_thread_exit_launch, test_dlopen_after_main_thread_exit_attach,
           test_dlopen_of_many_malloc_families,
-          test_signal_handler_on_alternate_stack_above, test_allocations_after_siglongjmp_counted,
+          test_signal_handler_on_alternate_stack_above, test_attach_then_signal_stack_above,
+          test_allocations_after_siglongjmp_counted,
           test_attach_follow_main_process_exits_first])
