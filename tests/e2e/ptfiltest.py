@@ -675,3 +675,19 @@ def int3_offsets(fb, name):
     """The offsets at which function name of function_bytes() reads int3 in the process but not in its file."""
     mem, file = fb[name]
     return [i for i in range(min(len(mem), len(file))) if mem[i] == 0xCC and file[i] != 0xCC]
+
+
+def kernel_path_lock():
+    """Holds (until this process and what it execs end) the lock that makes the test files on the
+    kernel path run one at a time under make -j: a second ptfil's uprobes on the same libc functions
+    would be run by the kernel for a process that left the kernel path for breakpoints (a signal
+    stack above its stack, docs/heap-events.md), and its kernel return probes bring back the SIGILL
+    that leaving was for. Two ptfils at once on the kernel path is a documented limit, not what
+    these tests measure. Returns the lock's file descriptor (inheritable across exec)."""
+    import fcntl
+    d = os.path.join(BUILDDIR, "tests", "e2e")
+    os.makedirs(d, exist_ok=True)
+    fd = os.open(os.path.join(d, "kernel-path.lock"), os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    os.set_inheritable(fd, True)
+    return fd

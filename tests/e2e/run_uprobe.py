@@ -50,6 +50,7 @@ def main():
     os.environ[ptfiltest.HEAP_EVENTS_ENV] = "uprobe"
     print("%s with %s=uprobe%s" % (name, ptfiltest.HEAP_EVENTS_ENV, ": " + " ".join(tests) if tests else ""),
           flush=True)
+    ptfiltest.kernel_path_lock()
     # Test names given on the command line (make check KPY_LOG_FLAGS=NAME) replace the file's.
     os.execv(sys.executable, [sys.executable, script] + (given or tests))
 

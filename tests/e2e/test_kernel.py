@@ -22,6 +22,7 @@ import time
 sys.path.insert(0, os.path.dirname(__file__))
 from ptfiltest import BUILDDIR, HEAP_EVENTS_ENV, MiB, PTRACE_FALLBACK, UPROBE_REFUSED, Attached, bare, \
     check_near, code_differences, function_bytes, functions, heap_counters, heap_events_probe, heap_path, int3_offsets, \
+    kernel_path_lock, \
     launch, main, mapped_library, require_kernel_path, run_ptfil, stack_signature, stacks_through, target, \
     view_json, wait_until, workdir
 
@@ -379,6 +380,7 @@ def test_python_stays_on_ptrace():
 
 
 if __name__ == "__main__":
+    kernel_path_lock()
     status, message = heap_events_probe()
     if status == "broken":
         # Run the tests anyway, so that each says how it fails.
