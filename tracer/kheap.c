@@ -534,7 +534,13 @@ int kheap_leave(struct tracer *T)
 	int n = 0;
 	for (size_t h = 0; h < TRACER_HASH; h++)
 		for (struct tracee *t = T->threads[h]; t; t = t->hnext)
-			if (t->parked && !t->exiting && procfs_signal(t->tid, "SigPnd", k->stop_signal) == 1 &&
+			/*
+			 * Not one held in a group-stop (kill -STOP): it must stay stopped,
+			 * and the SIGCONT that ends it discards a queued SIGSTOP (a SIGURG
+			 * is ignored).
+			 */
+			if (t->parked && !t->exiting && !t->group_stop &&
+			    procfs_signal(t->tid, "SigPnd", k->stop_signal) == 1 &&
 			    ptrace(PTRACE_CONT, t->tid, 0, 0) == 0) {
 				t->parked = 0;
 				n++;
