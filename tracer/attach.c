@@ -159,6 +159,11 @@ static int trace(struct tracer *T, pid_t pid)
 		return REFUSE_GONE;
 	}
 	p->wrappers = 1;
+	/* Before the probes go in: the back-pressure signal and the ring's marks are set. */
+	if (kheap_start(T)) {
+		tracer_leave(T);
+		return 1;
+	}
 	struct tracee *any = live_thread(T, p);
 	if (proc_follow(T, p, any->tid, "[before attach]", 1)) {
 		tracer_leave(T);
@@ -177,8 +182,6 @@ static int trace(struct tracer *T, pid_t pid)
 	}
 	if (T->opts.duration > 0)
 		T->deadline = tracer_now(T) + T->opts.duration;
-	if (kheap_start(T))
-		loop_leave = 1;
 	loop_run(T);
 	int target_ended = T->main_status >= 0;
 	/* Followed children may outlive the main process: they are left as it would be. */

@@ -10,6 +10,7 @@
 #include <linux/types.h>
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
 
 #include "tracer/kheap_rec.h"
 
@@ -132,6 +133,25 @@ static __always_inline __u64 copy_stack(unsigned char *dst, __u64 sp, __u32 tid)
 	return lo;
 }
 
+/*
+ * The calling thread's signal stack, read from the kernel's task (its field
+ * offsets relocated from the running kernel's BTF by libbpf): whether it lies
+ * above the stack pointer sp, where a handler's probed call would make the
+ * kernel drop the return probe of a call in flight below it.
+ */
+struct task_struct___kh {
+	unsigned long sas_ss_sp;
+	unsigned long sas_ss_size;
+} __attribute__((preserve_access_index));
+
+static __always_inline int altstack_above(__u64 sp)
+{
+	struct task_struct___kh *task = (void *)bpf_get_current_task();
+	unsigned long base = BPF_CORE_READ(task, sas_ss_sp);
+	unsigned long size = BPF_CORE_READ(task, sas_ss_size);
+	return size && base > sp;
+}
+
 /* An allocating function entered: its arguments, its registers and its stack, for ptfil to unwind. */
 SEC("uprobe")
 int kh_entry(struct pt_regs *ctx)
@@ -161,6 +181,14 @@ int kh_entry(struct pt_regs *ctx)
 	r->regs[KH_R10] = ctx->r10;
 	r->regs[KH_R11] = ctx->r11;
 	r->stack_len = copy_stack(r->stack, ctx->sp, r->h.tid);
+	if (altstack_above(ctx->sp)) {
+		/* Stopped before it runs on, until ptfil has moved its process to breakpoints. */
+		__u32 zero = 0;
+		struct kh_config *c = bpf_map_lookup_elem(&config, &zero);
+		r->h.kind |= KH_ALTSTACK;
+		if (c)
+			bpf_send_signal_thread((__u32)c->stop_signal);
+	}
 	if (r->h.fn == KH_FN_POSIX_MEMALIGN) {
 		__u32 tid = r->h.tid;
 		__u64 where = ctx->di;

@@ -130,6 +130,8 @@ int kheap_choose(struct tracer *T)
 
 #ifdef HAVE_BPF
 
+static void set_marks(struct tracer *T);
+
 int kheap_start(struct tracer *T)
 {
 	struct kheap *k = T->kh;
@@ -161,6 +163,7 @@ int kheap_start(struct tracer *T)
 	struct epoll_event sig = { .events = EPOLLIN, .data.u32 = 0 };
 	if (epoll_ctl(k->epfd, EPOLL_CTL_ADD, k->kp.ring_fd, &ring) || epoll_ctl(k->epfd, EPOLL_CTL_ADD, k->sigfd, &sig))
 		return error_errno("cannot wait on the ring buffer");
+	set_marks(T);
 	return 0;
 }
 
@@ -308,7 +311,10 @@ static void on_record(void *ctx, const void *rec, size_t len)
 	if (!t->p->profiled || !t->p->ready)
 		return;
 	t->p->krecords++;
-	switch (r->kind & ~KH_STORED) {
+	/* A thread on a signal stack above its stack: its process leaves at its next stop (kheap_leave_pending). */
+	if (r->kind & KH_ALTSTACK)
+		t->p->kleave = 1;
+	switch (KH_KIND(r->kind)) {
 	case KH_ENTRY:
 		on_entry(T, t, rec, len);
 		break;
@@ -474,21 +480,20 @@ void kheap_proc_setup(struct tracer *T, struct proc *p)
 	p->kpath_used = 0;
 }
 
-void kheap_sigaltstack(struct tracer *T, struct tracee *t, uint64_t ss, uint64_t sp)
+/*
+ * Process p (thread t stopped) leaves the kernel path for breakpoints: every
+ * record so far applied, its probes out (calls in flight return normally:
+ * the kernel keeps their return addresses), then breakpoints. A call in
+ * flight now is not seen to return: its block is not charged.
+ */
+static void leave_kernel_path(struct tracer *T, struct tracee *t)
 {
 	struct proc *p = t->p;
-	stack_t st;
-	if (!T->kh || !p->kpath_used || !ss || remote_read(t->tid, ss, &st, sizeof(st)) ||
-	    (st.ss_flags & SS_DISABLE) || (uint64_t)(uintptr_t)st.ss_sp <= sp)
-		return;
-	/*
-	 * Every record so far applied, the probes out (calls in flight return
-	 * normally: the kernel keeps their return addresses), then breakpoints.
-	 * A call in flight now is not seen to return: its block is not charged.
-	 */
+	p->kleave = 0;
 	kheap_drain(T);
 	kheap_proc_release(p);
 	kheap_drain(T);
+	p->kleave = 0;
 	p->hooks.probe = NULL;
 	p->kpath_used = 0;
 	for (size_t h = 0; h < TRACER_HASH; h++)
@@ -499,8 +504,24 @@ void kheap_sigaltstack(struct tracer *T, struct tracee *t, uint64_t ss, uint64_t
 	if (hooks_scan(&p->hooks, t->tid, &p->mm, &T->reg))
 		warning("process %d: some malloc-family hooks are missing", (int)p->pid);
 	if (!T->opts.quiet)
-		fprintf(stderr, "%s: process %d put a signal stack above its stack, where kernel uprobes cannot return: "
+		fprintf(stderr, "%s: process %d has a signal stack above its stack, where kernel uprobes cannot return: "
 			"its heap events go through ptrace from now on\n", error_progname(), (int)p->pid);
+}
+
+void kheap_sigaltstack(struct tracer *T, struct tracee *t, uint64_t ss, uint64_t sp)
+{
+	struct proc *p = t->p;
+	stack_t st;
+	if (!T->kh || !p->kpath_used || !ss || remote_read(t->tid, ss, &st, sizeof(st)) ||
+	    (st.ss_flags & SS_DISABLE) || (uint64_t)(uintptr_t)st.ss_sp <= sp)
+		return;
+	leave_kernel_path(T, t);
+}
+
+void kheap_leave_pending(struct tracer *T, struct tracee *t)
+{
+	if (T->kh && t && t->p->kleave && t->p->kpath_used)
+		leave_kernel_path(T, t);
 }
 
 void kheap_proc_release(struct proc *p)
@@ -577,6 +598,7 @@ void kheap_end(struct tracer *T)
 
 int kheap_start(struct tracer *T) { (void)T; return 0; }
 void kheap_sigaltstack(struct tracer *T, struct tracee *t, uint64_t ss, uint64_t sp) { (void)T; (void)t; (void)ss; (void)sp; }
+void kheap_leave_pending(struct tracer *T, struct tracee *t) { (void)T; (void)t; }
 int kheap_wait(struct tracer *T, int timeout_ms) { (void)T; (void)timeout_ms; return 0; }
 void kheap_drain(struct tracer *T) { (void)T; }
 int kheap_owns_stop(struct tracer *T, struct tracee *t, int status) { (void)T; (void)t; (void)status; return 0; }

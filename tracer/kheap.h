@@ -89,6 +89,13 @@ void kheap_proc_setup(struct tracer *T, struct proc *p);
  * dies of SIGILL when they return): the process goes to the ptrace path first.
  */
 void kheap_sigaltstack(struct tracer *T, struct tracee *t, uint64_t ss, uint64_t sp);
+/*
+ * The same found by the probes themselves: an allocating call entered by a
+ * thread whose signal stack lies above its stack (one installed before
+ * ptfil attached, say) marks its process, and stops the thread. At a stop of
+ * thread t (stopped), t's process leaves the kernel path if it was marked.
+ */
+void kheap_leave_pending(struct tracer *T, struct tracee *t);
 /* The probes of p's current image go (exec, exit, leaving): its links are closed. */
 void kheap_proc_release(struct proc *p);
 

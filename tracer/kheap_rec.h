@@ -14,6 +14,13 @@ enum {
 	KH_FREE,        /* free entered: a[0] = the pointer */
 };
 #define KH_STORED 0x100 /* KH_RETURN of posix_memalign: a[2] holds the block it stored */
+/*
+ * KH_ENTRY of a thread whose signal stack lies above the stack it runs on:
+ * the kernel's return probes cannot return across it (docs/heap-events.md),
+ * so its process leaves the kernel path; the thread was sent the stop signal.
+ */
+#define KH_ALTSTACK 0x200
+#define KH_KIND(k) ((k) & 0xff)
 
 /* enum hook_fn's posix_memalign (tracer/hooks.h; kheap.c checks they agree): its block is returned through memory. */
 #define KH_FN_POSIX_MEMALIGN 5

@@ -232,6 +232,8 @@ static void run_event(struct tracer *T, struct stop *s)
 	struct tracee *t = s->t;
 	/* The kernel path: every heap event the program made before this stop is applied first. */
 	kheap_drain(T);
+	if (t && s->ev != EVENT_GONE)
+		kheap_leave_pending(T, t);
 	if (s->ev == EVENT_GONE) {
 		if (t)
 			on_exit_status(T, t, s->status);

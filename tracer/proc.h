@@ -59,6 +59,7 @@ struct proc {
 	int *klinks; size_t n_klinks, cap_klinks;  /* the kernel path: its uprobe links' fds (tracer/kheap.c) */
 	int kpath_checked;     /* the kernel path: whether it runs Python was looked at */
 	int kpath_used;        /* the kernel probes some of its malloc family (in its current image) */
+	int kleave;            /* it is to leave the kernel path at its next stop (kheap_leave_pending) */
 	uint64_t krecords;     /* the kernel path's records of this process, applied */
 	struct proc *next;
 };
