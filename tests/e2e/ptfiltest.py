@@ -468,10 +468,10 @@ UPROBE_REFUSED = "cannot use kernel uprobes"
 PTRACE_FALLBACK = "ptfil: heap events through ptrace:"
 
 
-def run_ptfil(args, env=None, timeout=TIMEOUT, stdin_data=None):
+def run_ptfil(args, env=None, timeout=TIMEOUT, stdin_data=None, prefix=()):
     """Runs `ptfil ARGS` in its own session as it is (no -q, no -o added), killing its whole group on
-    timeout: (exit status, stdout, stderr as str)."""
-    proc = subprocess.Popen([PTFIL, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    timeout: (exit status, stdout, stderr as str). prefix: a command ptfil runs under (setpriv ...)."""
+    proc = subprocess.Popen([*prefix, PTFIL, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True, env=env)
     try:
         out, err = proc.communicate(stdin_data, timeout=timeout)

@@ -228,22 +228,9 @@ def setpriv_works():
 
 
 def unprivileged(args, env, timeout=120):
-    """Runs ptfil ARGS under setpriv without the kernel path's capabilities, in its own session (the whole
-    group killed on timeout and at the end): a CompletedProcess-like (returncode, stdout, stderr as str)."""
-    p = subprocess.Popen(SETPRIV + [os.path.join(BUILDDIR, "ptfil"), *args], stdin=subprocess.DEVNULL,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, start_new_session=True)
-    try:
-        out, err = p.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(p.pid, signal.SIGKILL)
-        p.communicate()
-        raise AssertionError("setpriv ptfil %s timed out after %ss" % (" ".join(args), timeout))
-    finally:
-        try:
-            os.killpg(p.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-    return p.returncode, out, err.decode(errors="replace")
+    """Runs ptfil ARGS under setpriv without the kernel path's capabilities (run_ptfil): (exit status,
+    stdout, stderr as str)."""
+    return run_ptfil(args, env=env, timeout=timeout, stdin_data=b"", prefix=SETPRIV)
 
 
 def fallback_lines(err):
