@@ -240,9 +240,7 @@ static int inside_call(struct tracee *t, uint64_t sp, uint64_t ret)
 
 static void on_entry(struct tracer *T, struct tracee *t, const struct kh_entry *e, size_t len)
 {
-	struct kheap_stats *st = &T->kstats;
 	struct proc *p = t->p;
-	st->entries++;
 	if (len < offsetof(struct kh_entry, stack) || e->stack_len > len - offsetof(struct kh_entry, stack))
 		return;
 	uint64_t ret = 0;
@@ -266,12 +264,11 @@ static void on_entry(struct tracer *T, struct tracee *t, const struct kh_entry *
 	to_regs(e, &regs);
 	uint64_t late = T->unw.late_copies;
 	t->call.stack = capture_copied(T, t, &regs, e->stack, (size_t)e->stack_len);
-	st->late_copies += T->unw.late_copies != late;
+	T->kstats.late_copies += T->unw.late_copies != late;
 }
 
 static void on_return(struct tracer *T, struct tracee *t, const struct kh_rec *r)
 {
-	T->kstats.returns++;
 	/* Its stack pointer is past the entry's once the outer call returned; a nested one's is below. */
 	if (!t->kin_call || r->a[1] <= t->call.rsp)
 		return;
@@ -285,7 +282,6 @@ static void on_return(struct tracer *T, struct tracee *t, const struct kh_rec *r
 
 static void on_free(struct tracer *T, struct tracee *t, const struct kh_rec *r)
 {
-	T->kstats.frees++;
 	if (inside_call(t, r->a[1], r->a[2])) {
 		T->nested_calls++;
 		return;
@@ -302,7 +298,6 @@ static void on_record(void *ctx, const void *rec, size_t len)
 	const struct kh_rec *r = rec;
 	if (len < sizeof(*r))
 		return;
-	T->kstats.records++;
 	struct tracee *t = tracer_find(T, (pid_t)r->tid);
 	if (!t || t->p->pid != (pid_t)r->tgid) {
 		T->kstats.unknown_thread++;
@@ -543,15 +538,21 @@ void kheap_refresh_stats(struct tracer *T)
 	T->kstats.waits = k->kp.waits;
 }
 
+/* Every record applied, every process's probes out, and what they wrote meanwhile applied too. */
+static void release_all(struct tracer *T)
+{
+	kheap_drain(T);
+	for (struct proc *p = T->procs; p; p = p->next)
+		kheap_proc_release(p);
+	kheap_drain(T);
+}
+
 int kheap_leave(struct tracer *T)
 {
 	struct kheap *k = T->kh;
 	if (!k)
 		return 0;
-	kheap_drain(T);
-	for (struct proc *p = T->procs; p; p = p->next)
-		kheap_proc_release(p);
-	kheap_drain(T);
+	release_all(T);
 	int n = 0;
 	for (size_t h = 0; h < TRACER_HASH; h++)
 		for (struct tracee *t = T->threads[h]; t; t = t->hnext)
@@ -574,10 +575,7 @@ void kheap_end(struct tracer *T)
 	struct kheap *k = T->kh;
 	if (!k)
 		return;
-	kheap_drain(T);
-	for (struct proc *p = T->procs; p; p = p->next)
-		kheap_proc_release(p);
-	kheap_drain(T);
+	release_all(T);
 	kheap_refresh_stats(T);
 	if (T->kstats.lost)
 		warning("%llu heap event records did not fit in the ring buffer: the heap figures are not exact "

@@ -27,7 +27,6 @@ int kheap_parse(const char *s, enum heap_events *out);
 
 /* What the kernel path did, for the snapshot's counters. */
 struct kheap_stats {
-	uint64_t records, entries, returns, frees;
 	uint64_t unknown_thread;   /* records of threads ptfil does not trace (a child not followed) */
 	uint64_t lost;             /* records that did not fit in the ring (0 unless the ring is too small) */
 	uint64_t waits;            /* records found half written, waited for */

@@ -16,6 +16,9 @@
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
+#include "symbols/maps.h"
+#include "tracer/modules.h"
+
 
 /* The programs, built by clang for the BPF target and embedded at build time (Makefile.am). */
 extern const unsigned char kheap_bpf_obj[];
@@ -87,30 +90,19 @@ __attribute__((noinline, used)) void kprobes_test_site(void)
 /* Attaches and detaches one probe in ptfil itself: the kernel takes uprobe_multi links from ptfil. */
 static int self_test(struct kprobes *k, char *why, size_t whylen)
 {
-	FILE *f = fopen("/proc/self/maps", "re");
-	if (!f) {
+	struct maps maps;
+	if (proc_maps_read(getpid(), &maps)) {
 		say(why, whylen, "cannot read /proc/self/maps: %s", strerror(errno));
 		return -1;
 	}
 	uint64_t at = (uint64_t)(uintptr_t)&kprobes_test_site, off = 0;
-	char line[4096], path[4096] = "";
-	while (fgets(line, sizeof(line), f)) {
-		unsigned long long lo, hi, pgoff;
-		char perms[8];
-		int pos = 0;
-		if (sscanf(line, "%llx-%llx %7s %llx %*s %*s%n", &lo, &hi, perms, &pgoff, &pos) < 4)
-			continue;
-		if (at < lo || at >= hi)
-			continue;
-		char *p = line + pos;
-		while (*p == ' ')
-			p++;
-		p[strcspn(p, "\n")] = 0;
-		snprintf(path, sizeof(path), "%s", p);
-		off = at - lo + pgoff;
-		break;
+	char path[4096] = "";
+	const struct maps_entry *m = maps_find(&maps, at);
+	if (m && m->path && m->path[0] == '/') {
+		snprintf(path, sizeof(path), "%s", m->path);
+		off = at - m->start + m->offset;
 	}
-	fclose(f);
+	maps_fin(&maps);
 	if (path[0] != '/') {
 		say(why, whylen, "cannot find ptfil's own file to test uprobes on");
 		return -1;
