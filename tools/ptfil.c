@@ -59,6 +59,12 @@ static void usage(FILE *f)
 		"                        auto: uprobe when allowed, else ptrace with one line\n"
 		"                        saying why (default auto, or $PTFIL_HEAP_EVENTS).\n"
 		"                        Python programs keep ptrace (frames read at each call)\n"
+		"  -x, --exact-sizes     ptrace path: charge each glibc malloc and calloc block\n"
+		"                        at the size asked for, at one more stop per call; by\n"
+		"                        default it is charged at its usable size (what\n"
+		"                        malloc_usable_size says: up to 15 bytes more, 24 at\n"
+		"                        least). The kernel path always charges the size asked\n"
+		"                        for (or $PTFIL_EXACT_SIZES=1)\n"
 		"  -q, --quiet           print nothing on stderr but errors\n"
 		"  -h, --help            show this help\n"
 		"  -V, --version         show the version\n"
@@ -144,6 +150,7 @@ static int cmd_run(int argc, char **argv, int attach)
 		{ "native", no_argument, NULL, 'n' },
 		{ "duration", required_argument, NULL, 'd' },
 		{ "heap-events", required_argument, NULL, 'e' },
+		{ "exact-sizes", no_argument, NULL, 'x' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -154,9 +161,11 @@ static int cmd_run(int argc, char **argv, int attach)
 	const char *events = getenv("PTFIL_HEAP_EVENTS");
 	if (events && *events && parse_events(events, "PTFIL_HEAP_EVENTS", &o))
 		return 2;
+	const char *exact = getenv("PTFIL_EXACT_SIZES");
+	o.exact_sizes = exact && *exact && strcmp(exact, "0") != 0;
 	int c;
 	/* '+': stop at the program's name, so its own options stay its own. */
-	while ((c = getopt_long(argc, argv, "+o:i:l:e:fmnd:qhV", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+o:i:l:e:xfmnd:qhV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'o': o.output = optarg; break;
 		case 'i': o.interval_ms = parse_ms(optarg); break;
@@ -165,6 +174,7 @@ static int cmd_run(int argc, char **argv, int attach)
 		case 'f': o.follow_forks = 1; break;
 		case 'm': o.no_heap = 1; break;
 		case 'n': o.native_frames = 1; break;
+		case 'x': o.exact_sizes = 1; break;
 		case 'd':
 			if (!attach) {
 				error("--duration is for attach; a launched program runs to its end");

@@ -2,8 +2,10 @@
  * The malloc family as seen at its breakpoints: an entry stop (note the
  * arguments, point the return address at the trampoline, let the call run
  * and unwind its stack meanwhile), a return stop
- * (the result), the linker's load event (arm new objects). Each displaced
- * instruction is emulated, so no thread ever runs past a hook unseen.
+ * (the result), the linker's load event (arm new objects). glibc's malloc
+ * takes one stop, on its own ret instructions: block, usable size and stack
+ * at once (tracer/hooks.h). Each displaced instruction is emulated, so no
+ * thread ever runs past a hook unseen.
  */
 #include <errno.h>
 #include <signal.h>
@@ -173,6 +175,59 @@ static int outer_call_gone(struct tracee *t)
 
 static void on_wrapper(struct tracer *T, struct tracee *t, const struct hook_bp *b, struct user_regs_struct *regs);
 
+/*
+ * The usable size of glibc's block at ptr, from its chunk's size word (the
+ * word before it): the chunk less its header word, or less two for a chunk
+ * of its own mapping. 0 when the word cannot be read or makes no sense.
+ */
+static uint64_t usable_size(struct tracee *t, uint64_t ptr)
+{
+	uint64_t word;
+	if (ptr < 8 || mem_read(&t->tid, ptr - 8, &word, 8))
+		return 0;
+	uint64_t chunk = word & ~(uint64_t)7;
+	uint64_t hdr = (word & 2) ? 16 : 8; /* IS_MMAPPED */
+	if (chunk < 2 * hdr || chunk >= (1ULL << 47))
+		return 0;
+	return chunk - hdr;
+}
+
+/* A function hooked at its returns (glibc's malloc, calloc) returns: its block is charged, with the stack as it is. */
+static void on_exit_bp(struct tracer *T, struct tracee *t, const struct hook_bp *b, struct user_regs_struct *regs)
+{
+	struct proc *p = t->p;
+	if (t->in_alloc && outer_call_gone(t)) {
+		t->in_alloc = 0;
+		rescue_return_done(t->rescue);
+	}
+	uint64_t ptr = regs->rax, size;
+	if (!p->profiled || !p->ready || t->in_alloc || !ptr) {
+		if (t->in_alloc)
+			T->nested_calls++;
+		emulate_and_go(t, b, regs, NULL);
+		return;
+	}
+	size = usable_size(t, ptr);
+	if (!size) {
+		T->unsized_blocks++;
+	} else {
+		/*
+		 * At a ret, as at the entry, the return address is at the stack
+		 * pointer and every callee-saved register is the caller's: the
+		 * unwind from the entry is the same, and the stack then reads as
+		 * the entry hook's did, whichever ret was taken.
+		 */
+		const struct hooks_exit_fn *xf = hooks_exit_fn_at(&p->hooks, b->addr);
+		regs->rip = xf ? xf->lo : b->addr;
+		uint32_t stack = capture_stack(T, t, regs);
+		if (heap_alloc(&p->heap, ptr, size, stack))
+			warning("out of memory recording a block");
+		else
+			T->usable_blocks++;
+	}
+	emulate_and_go(t, b, regs, NULL);
+}
+
 static void on_entry(struct tracer *T, struct tracee *t, const struct hook_bp *b, struct user_regs_struct *regs)
 {
 	struct proc *p = t->p;
@@ -260,7 +315,7 @@ static void on_wrapper(struct tracer *T, struct tracee *t, const struct hook_bp 
 		p->brk_cur = (cur + (uint64_t)ps - 1) & ~((uint64_t)ps - 1);
 	}
 	t->sc_stack = STACKS_FAILED;
-	if (!sysc_begin(T, t, wrapper_nr(b->fn), a)) {
+	if (!sysc_begin(T, t, wrapper_nr(b->fn), a, regs)) {
 		emulate_and_go(t, b, regs, NULL);
 		return;
 	}
@@ -385,6 +440,9 @@ void calls_trap(struct tracer *T, struct tracee *t, struct user_regs_struct *reg
 	if (b->fn == HOOK_DL_DEBUG) {
 		T->stops[STOP_DL_DEBUG]++;
 		on_load(T, t, b, regs);
+	} else if (b->at_exit) {
+		T->stops[STOP_BP_RETURN]++;
+		on_exit_bp(T, t, b, regs);
 	} else {
 		T->stops[HOOK_IS_WRAPPER(b->fn) ? STOP_BP_WRAPPER : STOP_BP_ENTRY]++;
 		on_entry(T, t, b, regs);

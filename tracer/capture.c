@@ -242,6 +242,21 @@ uint32_t capture_stack(struct tracer *T, struct tracee *t, const struct user_reg
 	return capture_finish(T, t);
 }
 
+int capture_in_exit_fn(struct tracer *T, struct tracee *t, const struct user_regs_struct *regs)
+{
+	const struct hooks *h = &t->p->hooks;
+	if (!h->n_exit_fn)
+		return 0;
+	uint64_t ips[UNWIND_MAX_FRAMES];
+	/* A whole unwind: the unwinder splices the next one onto the frames of this one. */
+	unwind_begin(&T->unw, t->tid, regs, &t->p->mm, &T->reg);
+	size_t n = unwind_run(&T->unw, ips, UNWIND_MAX_FRAMES);
+	for (size_t i = 0; i < n; i++)
+		if (hooks_exit_fn_at(h, i ? ips[i] - 1 : ips[i]))
+			return 1;
+	return 0;
+}
+
 void capture_thread_origin(struct tracer *T, struct tracee *t, struct tracee *child)
 {
 	struct proc *p = t->p;

@@ -33,6 +33,11 @@ uint32_t capture_finish(struct tracer *T, struct tracee *t);
  */
 uint32_t capture_copied(struct tracer *T, struct tracee *t, const struct user_regs_struct *regs,
 			const void *stack, size_t len);
+/*
+ * Whether the stopped thread (regs as at the stop) is inside a function its
+ * process hooks at its returns (tracer/hooks.h): one of its frames is there.
+ */
+int capture_in_exit_fn(struct tracer *T, struct tracee *t, const struct user_regs_struct *regs);
 /* At a clone event of thread t: the new thread child of the same process records t's stack as its origin. */
 void capture_thread_origin(struct tracer *T, struct tracee *t, struct tracee *child);
 

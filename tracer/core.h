@@ -55,6 +55,8 @@ struct tracer {
 	uint64_t refreshes;
 	uint64_t reconciled;      /* mappings found by proc_reconcile */
 	uint64_t nested_calls;    /* hooked calls made inside the allocator, not counted */
+	uint64_t usable_blocks;   /* blocks charged at their usable size (seen at a return: tracer/hooks.h) */
+	uint64_t unsized_blocks;  /* blocks seen at a return whose chunk header made no sense: not charged */
 	struct kheap *kh;         /* the kernel path for heap events (tracer/kheap.h); NULL: ptrace breakpoints */
 	struct kheap_stats kstats;
 	struct capture {        /* the capture begun (capture_begin) */

@@ -194,10 +194,13 @@ static int build(struct tracer *T, struct proc *p, int live, struct snap *s)
 	    counter(s, &k, "heap.frees", p->heap.frees + p->heap.unknown_frees) ||
 	    counter(s, &k, "heap.unknown_frees", p->heap.unknown_frees) ||
 	    counter(s, &k, "heap.nested", T->nested_calls) ||
+	    counter(s, &k, "heap.usable_size_blocks", T->usable_blocks) ||
+	    (T->unsized_blocks && counter(s, &k, "heap.unsized_blocks", T->unsized_blocks)) ||
 	    counter(s, &k, "tracer.vmhwm_bytes", resid_vmhwm(getpid())) ||
 	    counter(s, &k, "tracer.live_blocks", p->heap.n) ||
 	    counter(s, &k, "tracer.stack_nodes", T->stacks.n_nodes) ||
 	    (T->opts.no_heap && counter(s, &k, "options.mappings_only", 1)) ||
+	    (T->opts.exact_sizes && counter(s, &k, "options.exact_sizes", 1)) ||
 	    (T->opts.native_frames && counter(s, &k, "options.native_frames", 1)))
 		return -1;
 	/* Which path saw the malloc family, and what the kernel path did (tracer/kheap.h). */

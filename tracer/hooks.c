@@ -9,6 +9,7 @@
 
 #include "common/error.h"
 #include "common/grow.h"
+#include "symbols/exits.h"
 #include "symbols/maps.h"
 #include "symbols/sym.h"
 #include "tracer/remote.h"
@@ -34,19 +35,21 @@ void hooks_fin(struct hooks *h)
 {
 	free(h->v);
 	free(h->scanned);
+	free(h->exit_fn);
 	u64map_fin(&h->by_addr);
 	memset(h, 0, sizeof(*h));
 }
 
 static void forget_all(struct hooks *h)
 {
-	int wrappers = h->wrappers, no_heap = h->no_heap;
+	int wrappers = h->wrappers, no_heap = h->no_heap, exact = h->exact_sizes;
 	hooks_probe_fn probe = h->probe;
 	void *ctx = h->probe_ctx;
 	hooks_fin(h);
 	hooks_init(h);
 	h->wrappers = wrappers;
 	h->no_heap = no_heap;
+	h->exact_sizes = exact;
 	h->probe = probe;
 	h->probe_ctx = ctx;
 }
@@ -59,7 +62,13 @@ int hooks_copy(struct hooks *dst, const struct hooks *src)
 	dst->trampoline_orig = src->trampoline_orig;
 	dst->wrappers = src->wrappers;
 	dst->no_heap = src->no_heap;
+	dst->exact_sizes = src->exact_sizes;
 	dst->curbrk = src->curbrk;
+	for (size_t i = 0; i < src->n_exit_fn; i++) {
+		if (grow_array(&dst->exit_fn, &dst->cap_exit_fn, dst->n_exit_fn + 1, sizeof(*dst->exit_fn), 4))
+			return -1;
+		dst->exit_fn[dst->n_exit_fn++] = src->exit_fn[i];
+	}
 	/* The kernel's probes are the parent's alone: the child's own are made when its modules are scanned. */
 	dst->probe = src->probe;
 	for (size_t i = 0; i < src->n; i++) {
@@ -77,6 +86,14 @@ const struct hook_bp *hooks_find(const struct hooks *h, uint64_t addr)
 {
 	uint32_t i = u64map_get(&h->by_addr, addr);
 	return i == U64MAP_NONE || h->v[i].addr != addr ? NULL : &h->v[i];
+}
+
+const struct hooks_exit_fn *hooks_exit_fn_at(const struct hooks *h, uint64_t ip)
+{
+	for (size_t i = 0; i < h->n_exit_fn; i++)
+		if (ip >= h->exit_fn[i].lo && ip < h->exit_fn[i].hi)
+			return &h->exit_fn[i];
+	return NULL;
 }
 
 /* Through a stopped thread (tracer/remote.c). */
@@ -133,6 +150,7 @@ static int reindex(struct hooks *h)
 struct pending {
 	uint64_t addr;
 	enum hook_fn fn;
+	uint8_t at_exit;
 	struct emu_insn insn;
 };
 
@@ -151,6 +169,7 @@ static int hookable(const struct hooks_mem *mem, uint64_t addr, enum hook_fn fn,
 		return 0;
 	p->addr = addr;
 	p->fn = fn;
+	p->at_exit = 0;
 	return 1;
 }
 
@@ -165,6 +184,7 @@ static int arm(struct hooks *h, const struct hooks_mem *mem, const struct pendin
 	b->addr = p->addr;
 	b->gid = gid;
 	b->fn = p->fn;
+	b->at_exit = p->at_exit;
 	b->insn = p->insn;
 	if (u64map_put(&h->by_addr, p->addr, (uint32_t)h->n)) {
 		/* Not findable, so not kept: its byte goes back. */
@@ -219,6 +239,36 @@ static int probe_group(struct hooks *h, const struct modreg_entry *e)
 }
 
 /*
+ * glibc's malloc and calloc can be hooked at their returns: every way out is
+ * a ret (symbols/exits.h), and the usable size of a block is in its chunk
+ * header (tracer/calls.c reads it). Another allocator's headers say nothing
+ * ptfil knows, so only the module that is glibc is hooked so.
+ */
+static int exits_here(const struct hooks_mem *mem, const struct modreg_entry *e, enum hook_fn fn,
+		      struct pending *p, size_t *n, struct hooks_exit_fn *xf)
+{
+	uint64_t off, size, at[EXITS_MAX];
+	if ((fn != HOOK_MALLOC && fn != HOOK_CALLOC) || sym_dynamic(e->sym, "gnu_get_libc_version", &off) ||
+	    sym_dynamic_extent(e->sym, hook_names[fn], &off, &size))
+		return 0;
+	size_t k = exits_of(e->sym, hook_names[fn], at, EXITS_MAX);
+	if (k == 0)
+		return 0;
+	for (size_t i = 0; i < k; i++) {
+		struct pending *q = &p[*n + i];
+		/* Each return must be one the emulator runs (a ret it decodes), with no int3 there yet. */
+		if (hookable(mem, e->base + at[i], fn, e->path, q) != 1 || q->insn.op != EMU_RET)
+			return 0;
+		q->at_exit = 1;
+	}
+	*n += k;
+	xf->lo = e->base + off;
+	xf->hi = e->base + off + size;
+	xf->fn = fn;
+	return 1;
+}
+
+/*
  * Hooks the functions of [first, last] that module gid defines, all or none:
  * a family half hooked (malloc seen, free not) would charge every block for
  * ever. Returns 0 (also when none could be hooked: said once), or -1 after error().
@@ -226,8 +276,9 @@ static int probe_group(struct hooks *h, const struct modreg_entry *e)
 static int hook_group(struct hooks *h, const struct hooks_mem *mem, const struct modreg_entry *e, uint32_t gid,
 		      enum hook_fn first, enum hook_fn last)
 {
-	struct pending p[HOOK__COUNT];
-	size_t n = 0;
+	struct pending p[HOOK__COUNT + 2 * EXITS_MAX];
+	struct hooks_exit_fn xf[2];
+	size_t n = 0, nx = 0;
 	if (first == HOOK_MALLOC && h->probe && probe_group(h, e) == 0)
 		return 0;
 	for (int fn = first; fn <= (int)last; fn++) {
@@ -240,6 +291,10 @@ static int hook_group(struct hooks *h, const struct hooks_mem *mem, const struct
 			alias = p[i].addr == addr; /* memalign and aligned_alloc share code: one breakpoint */
 		if (alias)
 			continue;
+		if (!h->exact_sizes && exits_here(mem, e, (enum hook_fn)fn, p, &n, &xf[nx]) == 1) {
+			nx++;
+			continue;
+		}
 		int ok = hookable(mem, addr, (enum hook_fn)fn, e->path, &p[n]);
 		if (ok < 0)
 			return -1;
@@ -265,6 +320,14 @@ static int hook_group(struct hooks *h, const struct hooks_mem *mem, const struct
 			disarm_from(h, mem, from);
 			return -1;
 		}
+	}
+	for (size_t i = 0; i < nx; i++) {
+		if (grow_array(&h->exit_fn, &h->cap_exit_fn, h->n_exit_fn + 1, sizeof(*h->exit_fn), 4)) {
+			disarm_from(h, mem, from);
+			return error("out of memory");
+		}
+		xf[i].gid = gid;
+		h->exit_fn[h->n_exit_fn++] = xf[i];
 	}
 	return 0;
 }
@@ -341,6 +404,13 @@ int hooks_scan_mem(struct hooks *h, const struct hooks_mem *mem, const struct mo
 		if (reindex(h))
 			return -1;
 	}
+	k = 0;
+	for (size_t i = 0; i < h->n_exit_fn; i++) {
+		const struct modrange *r = mm->n ? modmap_find(mm, h->exit_fn[i].lo) : NULL;
+		if (!mm->n || (r && modreg_same(reg, r->gid, h->exit_fn[i].gid)))
+			h->exit_fn[k++] = h->exit_fn[i];
+	}
+	h->n_exit_fn = k;
 	int rc = 0;
 	for (size_t i = 0; i < mm->n; i++) {
 		uint32_t gid = mm->v[i].gid;

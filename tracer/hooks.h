@@ -36,7 +36,21 @@ struct hook_bp {
 	uint32_t gid;          /* the module it lies in */
 	enum hook_fn fn;
 	uint8_t orig;          /* the byte the int3 replaced */
+	uint8_t at_exit;       /* on one of fn's returns (fn has no entry breakpoint): rax is the block */
 	struct emu_insn insn;  /* the instruction the int3 displaced */
+};
+
+/*
+ * A function hooked at its returns instead of its entry: glibc's malloc (and
+ * calloc where it returns only through ret), on the ptrace path unless
+ * exact_sizes. Its block is charged at the usable size its chunk header
+ * gives; the requested size is gone by the return. One stop per call
+ * instead of two, no return address rewritten.
+ */
+struct hooks_exit_fn {
+	uint64_t lo, hi;       /* the function's code */
+	uint32_t gid;          /* its module */
+	enum hook_fn fn;
 };
 
 /*
@@ -60,6 +74,8 @@ struct hooks {
 	uint8_t trampoline_orig;
 	int wrappers;                  /* also hook the mapping calls' wrappers */
 	int no_heap;                   /* --mappings-only: not the malloc family */
+	int exact_sizes;               /* every allocating function is hooked at its entry (requested sizes) */
+	struct hooks_exit_fn *exit_fn; size_t n_exit_fn, cap_exit_fn;
 	uint64_t curbrk;               /* address of libc's __curbrk when wrappers are hooked, else 0 */
 	uint32_t *scanned; size_t n_scanned, cap_scanned;  /* module ids already looked at */
 	uint64_t unhookable;           /* modules whose malloc family (or wrappers) was left unhooked: one function could not be */
@@ -126,5 +142,7 @@ int hooks_remove(struct hooks *h, pid_t tid);
 
 /* The breakpoint at addr, or NULL. */
 const struct hook_bp *hooks_find(const struct hooks *h, uint64_t addr);
+/* The function hooked at its returns whose code holds ip, or NULL. */
+const struct hooks_exit_fn *hooks_exit_fn_at(const struct hooks *h, uint64_t ip);
 
 #endif

@@ -190,11 +190,12 @@ static void new_image(struct tracer *T, struct tracee *t)
 	kheap_proc_release(p);
 	rescue_return_done(t->rescue);
 	rescue_bytes_forget_pid(p->pid);
-	int wrappers = p->hooks.wrappers, no_heap = p->hooks.no_heap;
+	int wrappers = p->hooks.wrappers, no_heap = p->hooks.no_heap, exact = p->hooks.exact_sizes;
 	hooks_fin(&p->hooks);
 	hooks_init(&p->hooks);
 	p->hooks.wrappers = wrappers;
 	p->hooks.no_heap = no_heap;
+	p->hooks.exact_sizes = exact;
 }
 
 /* Returns 1 when the thread was let go (it must not be restarted). */

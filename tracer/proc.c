@@ -50,6 +50,7 @@ static struct proc *proc_new(struct tracer *T, pid_t pid)
 	ledger_init(&p->ledger, measure, &p->resid);
 	heap_init(&p->heap, &p->ledger, T->opts.large_block, (uint64_t)sysconf(_SC_PAGESIZE));
 	hooks_init(&p->hooks);
+	p->hooks.exact_sizes = T->opts.exact_sizes;
 	p->hooks.probe_ctx = p;
 	modmap_init(&p->mm);
 	pyproc_init(&p->py);

@@ -152,7 +152,7 @@ int sysc_entry(struct tracer *T, struct tracee *t)
 		return PTRACE_CONT;
 	}
 	t->sc_stack = STACKS_FAILED;
-	return sysc_begin(T, t, (long)regs.orig_rax, a) ? PTRACE_SYSCALL : PTRACE_CONT;
+	return sysc_begin(T, t, (long)regs.orig_rax, a, &regs) ? PTRACE_SYSCALL : PTRACE_CONT;
 }
 
 /*
@@ -172,22 +172,33 @@ static int munmap_cannot_fail(const struct ledger *l, uint64_t start, uint64_t l
 }
 
 /*
- * Whether thread t is inside a malloc-family call: its return breakpoint is
- * set (ptrace path), or the kernel recorded its entry and not yet its return
- * (the kernel path: every record before this stop has been applied).
+ * Whether thread t, at the entry of mapping call nr, is inside a
+ * malloc-family call: its return breakpoint is set (ptrace path), the kernel
+ * recorded its entry and not yet its return (the kernel path: every record
+ * before this stop has been applied), or one of its frames is in a function
+ * hooked at its returns (glibc's malloc on the ptrace path), which only an
+ * unwind can tell.
  */
-static int in_allocator(const struct tracee *t)
+static int in_allocator(struct tracer *T, struct tracee *t, long nr, const struct user_regs_struct *regs)
 {
-	return t->in_alloc || t->kin_call;
+	if (t->in_alloc || t->kin_call)
+		return 1;
+	switch (nr) {
+	case SYS_mmap: case SYS_munmap: case SYS_mremap: case SYS_madvise: case SYS_brk: case SYS_mprotect:
+		return capture_in_exit_fn(T, t, regs);
+	default:
+		return 0;
+	}
 }
 
-int sysc_begin(struct tracer *T, struct tracee *t, long nr, const uint64_t a[6])
+int sysc_begin(struct tracer *T, struct tracee *t, long nr, const uint64_t a[6], const struct user_regs_struct *regs)
 {
 	struct proc *p = t->p;
 	t->sc_nr = nr;
 	memcpy(t->sc_args, a, sizeof(t->sc_args));
 	struct ledger *l = &p->ledger;
-	if (in_allocator(t) && nr != SYS_execve && nr != SYS_execveat)
+	t->sc_heap = nr != SYS_execve && nr != SYS_execveat && in_allocator(T, t, nr, regs);
+	if (t->sc_heap)
 		return nr == SYS_brk ? 1 : 0;
 	switch (nr) {
 	case SYS_mmap:
@@ -254,7 +265,7 @@ void sysc_end(struct tracer *T, struct tracee *t, uint64_t ret, const struct use
 		return;
 	const uint64_t *a = t->sc_args;
 	struct ledger *l = &p->ledger;
-	if (in_allocator(t)) {
+	if (t->sc_heap) {
 		/* The allocator's own mappings: its blocks are charged instead. Only the brk end is followed. */
 		if (t->sc_nr == SYS_brk && !is_err(ret))
 			p->brk_cur = page_up(ret);

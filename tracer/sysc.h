@@ -22,7 +22,8 @@ void sysc_exit(struct tracer *T, struct tracee *t);
  * sysc_end takes that result (a raw syscall's, -errno on failure) and the
  * registers then. t->sc_stack, when set, is the stack the call is charged to.
  */
-int sysc_begin(struct tracer *T, struct tracee *t, long nr, const uint64_t args[6]);
+int sysc_begin(struct tracer *T, struct tracee *t, long nr, const uint64_t args[6],
+	       const struct user_regs_struct *regs);
 void sysc_end(struct tracer *T, struct tracee *t, uint64_t ret, const struct user_regs_struct *regs);
 /* Sets up a profiled process after exec: files, modules, an empty ledger. */
 int sysc_exec(struct tracer *T, struct proc *p);

@@ -22,6 +22,7 @@ struct tracee {
 	int in_syscall;        /* resumed with PTRACE_SYSCALL: the next stop is this syscall's exit */
 	long sc_nr;
 	uint64_t sc_args[6];
+	int sc_heap;           /* the syscall is the allocator's own (sysc_begin): its blocks are charged instead */
 	/* The outermost malloc-family call in progress, whose return address points at the trampoline. */
 	int in_alloc;
 	struct {

@@ -14,6 +14,7 @@ struct tracer_opts {
 	int attach_pid;           /* attach: the process to profile */
 	double duration;          /* attach: leave after this many seconds; 0 for never */
 	int heap_events;          /* enum heap_events (tracer/kheap.h): auto, uprobe or ptrace */
+	int exact_sizes;          /* ptrace path: hook glibc's malloc at its entry too, for requested sizes */
 };
 
 /* The default snapshot name for a program and pid: "ptfil-NAME-PID.gz". Caller frees. */

@@ -122,6 +122,23 @@ def check_near(what, actual, expected, rel=0.03, slack=0):
         what, actual / MiB, expected / MiB, rel * 100)
 
 
+def glibc_usable(n):
+    """malloc_usable_size of the block glibc's malloc returns for n bytes, below its mmap threshold
+    (x86-64): a chunk of n plus its 8-byte size word, rounded up to 16 and at least 32, less that word."""
+    return max(32, (n + 8 + 15) & ~15) - 8
+
+
+def usable_sizes(doc):
+    """True when the snapshot charged glibc's malloc blocks at their usable size: the ptrace path hooks
+    malloc at its returns, where the size asked for is gone (tracer/hooks.h), unless --exact-sizes."""
+    return doc["counters"].get("heap.usable_size_blocks", 0) > 0
+
+
+def malloc_bytes(doc, n, count=1):
+    """What count blocks of n bytes from glibc's malloc are charged in doc: n each, or their usable size."""
+    return count * (glibc_usable(n) if usable_sizes(doc) else n)
+
+
 def ptrace_refused():
     """True when this machine refuses ptrace to us: the one honest reason to skip (exit 77)."""
     d = workdir()

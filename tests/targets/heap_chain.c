@@ -6,6 +6,10 @@
  *               it with two values of N and compares the stop counts)
  *   realloc     every realloc case and every aligned allocator, each in its own named
  *               function, live together at the peak (see the table above realloc_scenario)
+ *   sizes       1000 blocks of sizes 0 to 39,960 from malloc and 100 from calloc, made by
+ *               sized_blocks, live at once; prints, for malloc's and for calloc's, the bytes
+ *               asked for and the sum of malloc_usable_size over them (what glibc's own
+ *               accounting says they hold)
  * Each scenario prints "<mode> done" last.
  */
 #include <malloc.h>
@@ -139,7 +143,12 @@ NOINLINE static void *realloc_inplace(void)
 	return hold(q, R_INPLACE);
 }
 
-NOINLINE static void *realloc_null(void) { return hold(realloc(NULL, R_NULL), R_NULL); }
+/*
+ * A null pointer the compiler cannot see, or it calls malloc instead. glibc's
+ * realloc then jumps to malloc, whose return is realloc's.
+ */
+static void *volatile no_block;
+NOINLINE static void *realloc_null(void) { return hold(realloc(no_block, R_NULL), R_NULL); }
 
 NOINLINE static void *realloc_large(void)
 {
@@ -187,6 +196,37 @@ static void run_realloc(void)
 		free(live[i]);
 }
 
+#define SIZED_BLOCKS 1000
+#define SIZED_CALLOCS 100
+
+/* asked and usable: [0] malloc's blocks, [1] calloc's. */
+NOINLINE static void sized_blocks(void **v, size_t *asked, size_t *usable)
+{
+	for (int i = 0; i < SIZED_BLOCKS + SIZED_CALLOCS; i++) {
+		/* Sizes over the whole range of small chunks, every residue mod 16 among them. */
+		size_t size = (size_t)(i * 4007) % 40000;
+		if (i < SIZED_BLOCKS)
+			v[i] = malloc(size);
+		else
+			v[i] = calloc(size / 8 + 1, 8), size = (size / 8 + 1) * 8;
+		if (!v[i])
+			exit(10);
+		memset(v[i], 2, size);
+		asked[i >= SIZED_BLOCKS] += size;
+		usable[i >= SIZED_BLOCKS] += malloc_usable_size(v[i]);
+	}
+}
+
+static void run_sizes(void)
+{
+	static void *v[SIZED_BLOCKS + SIZED_CALLOCS];
+	size_t asked[2] = { 0, 0 }, usable[2] = { 0, 0 };
+	sized_blocks(v, asked, usable);
+	printf("malloc asked=%zu usable=%zu\ncalloc asked=%zu usable=%zu\n", asked[0], usable[0], asked[1], usable[1]);
+	for (int i = 0; i < SIZED_BLOCKS + SIZED_CALLOCS; i++)
+		free(v[i]);
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "chain";
@@ -198,8 +238,10 @@ int main(int argc, char **argv)
 		run_pairs(atol(argv[2]));
 	else if (!strcmp(mode, "realloc"))
 		run_realloc();
+	else if (!strcmp(mode, "sizes"))
+		run_sizes();
 	else {
-		fprintf(stderr, "usage: heap_chain chain | pairs N | realloc\n");
+		fprintf(stderr, "usage: heap_chain chain | pairs N | realloc | sizes\n");
 		return 2;
 	}
 	printf("%s done\n", mode);

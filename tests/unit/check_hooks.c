@@ -13,6 +13,7 @@
 #include "tests/unit/suites.h"
 #include "tests/unit/testutil.h"
 #include "common/error.h"
+#include "symbols/exits.h"
 #include "symbols/maps.h"
 #include "symbols/sym.h"
 #include "tracer/hooks.h"
@@ -151,6 +152,8 @@ static void world_init(struct world *w)
 	w->mem.write = fake_write;
 	w->mem.ctx = w->k;
 	hooks_init(&w->h);
+	/* Every function at its entry: the table these tests check. test_hooks_malloc_at_returns checks the rest. */
+	w->h.exact_sizes = 1;
 	LIBC_GID = add_module(w, LIBC, BASE, 1000, w->k->f);
 	set_map(w, 1, &LIBC_GID, (uint64_t[]){ BASE });
 }
@@ -445,6 +448,86 @@ START_TEST(test_hooks_failed_write_takes_back_family)
 }
 END_TEST
 
+/*
+ * The default: glibc's malloc (and calloc, when it leaves only by ret) hooked
+ * at each of its returns and not at its entry, its code known as hooked so;
+ * the rest at their entries. Removing puts every byte back, a copy (fork)
+ * keeps the functions, an unmapped module loses them.
+ */
+START_TEST(test_hooks_malloc_at_returns)
+{
+	struct world w;
+	uint64_t addr[HOOK__COUNT];
+	size_t distinct;
+
+	world_init(&w);
+	w.h.exact_sizes = 0;
+	heap_functions(&w, addr, &distinct);
+	uint64_t rets[2][EXITS_MAX], off[2], size[2];
+	size_t nret[2], extra = 0;
+	const char *names[2] = { "malloc", "calloc" };
+	for (int i = 0; i < 2; i++) {
+		ck_assert_int_eq(sym_dynamic_extent(w.k->f, names[i], &off[i], &size[i]), 0);
+		nret[i] = exits_of(w.k->f, names[i], rets[i], EXITS_MAX);
+		extra += nret[i] ? nret[i] - 1 : 0;
+	}
+	ck_assert_uint_gt(nret[0], 0);
+	ck_assert_int_eq(hooks_scan_mem(&w.h, &w.mem, &w.mm, &w.reg), 0);
+	ck_assert_uint_eq(w.h.unhookable, 0);
+	ck_assert_uint_eq(w.h.n, distinct + extra);
+	ck_assert_uint_eq(w.h.n_exit_fn, 1 + (nret[1] > 0));
+	for (int i = 0; i < 2; i++) {
+		const struct hook_bp *entry = hooks_find(&w.h, BASE + off[i]);
+		if (!nret[i]) {
+			ck_assert_ptr_nonnull(entry);
+			ck_assert(!entry->at_exit);
+			ck_assert_ptr_null(hooks_exit_fn_at(&w.h, BASE + off[i]));
+			continue;
+		}
+		ck_assert_ptr_null(entry);
+		ck_assert_uint_eq(peek(w.k, BASE + off[i]), file_byte(w.k, BASE + off[i]));
+		const struct hooks_exit_fn *xf = hooks_exit_fn_at(&w.h, BASE + off[i] + size[i] - 1);
+		ck_assert_ptr_nonnull(xf);
+		ck_assert_uint_eq(xf->lo, BASE + off[i]);
+		ck_assert_uint_eq(xf->hi, BASE + off[i] + size[i]);
+		ck_assert_ptr_null(hooks_exit_fn_at(&w.h, BASE + off[i] + size[i]));
+		for (size_t j = 0; j < nret[i]; j++) {
+			const struct hook_bp *b = hooks_find(&w.h, BASE + rets[i][j]);
+			ck_assert_ptr_nonnull(b);
+			ck_assert(b->at_exit);
+			ck_assert_int_eq(b->insn.op, EMU_RET);
+			ck_assert_uint_eq(peek(w.k, b->addr), 0xcc);
+			ck_assert_uint_eq(b->orig, file_byte(w.k, b->addr));
+		}
+	}
+	/* A forked child's copy knows them too. */
+	struct hooks copy;
+	hooks_init(&copy);
+	ck_assert_int_eq(hooks_copy(&copy, &w.h), 0);
+	ck_assert_uint_eq(copy.n_exit_fn, w.h.n_exit_fn);
+	ck_assert_ptr_nonnull(hooks_exit_fn_at(&copy, BASE + off[0]));
+	hooks_fin(&copy);
+	/* Another object where libc was: its functions are forgotten with its breakpoints. */
+	uint32_t other = add_module(&w, "/other.so", BASE, 2000, NULL);
+	set_map(&w, 1, &other, (uint64_t[]){ BASE });
+	ck_assert_int_eq(hooks_scan_mem(&w.h, &w.mem, &w.mm, &w.reg), 0);
+	ck_assert_uint_eq(w.h.n_exit_fn, 0);
+	ck_assert_uint_eq(w.h.n, 0);
+	world_fin(&w);
+
+	/* Removed: every byte is the file's again. */
+	world_init(&w);
+	w.h.exact_sizes = 0;
+	ck_assert_int_eq(hooks_scan_mem(&w.h, &w.mem, &w.mm, &w.reg), 0);
+	ck_assert_int_eq(hooks_remove_mem(&w.h, &w.mem), 0);
+	ck_assert_uint_eq(w.h.n, 0);
+	ck_assert_uint_eq(w.h.n_exit_fn, 0);
+	for (size_t i = 0; i < w.k->n; i++)
+		ck_assert_uint_eq(peek(w.k, w.k->addr[i]), file_byte(w.k, w.k->addr[i]));
+	world_fin(&w);
+}
+END_TEST
+
 Suite *hooks_suite(void)
 {
 	Suite *s = suite_create("hooks");
@@ -459,6 +542,7 @@ Suite *hooks_suite(void)
 	tcase_add_test(tc, test_hooks_remove_restores_every_byte);
 	tcase_add_test(tc, test_hooks_remove_failure_keeps_table);
 	tcase_add_test(tc, test_hooks_failed_write_takes_back_family);
+	tcase_add_test(tc, test_hooks_malloc_at_returns);
 	suite_add_tcase(s, tc);
 	return s;
 }

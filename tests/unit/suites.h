@@ -14,4 +14,5 @@ Suite *flame_suite(void);
 Suite *event_suite(void);
 Suite *hooks_suite(void);
 Suite *grow_suite(void);
+Suite *exits_suite(void);
 #endif
