@@ -247,9 +247,34 @@ int capture_in_exit_fn(struct tracer *T, struct tracee *t, const struct user_reg
 	const struct hooks *h = &t->p->hooks;
 	if (!h->n_exit_fn)
 		return 0;
+	if (hooks_exit_fn_at(h, regs->rip))
+		return 1;
+	/*
+	 * Inside one, the function's own call (to _int_malloc, say) left a
+	 * return address into it on the stack, a few hundred bytes up: with
+	 * none in the first copy (8 KiB, or the whole stack when it is
+	 * shorter), the thread is not inside, and no unwind is needed. A word
+	 * that looks like one may be stale: the unwind decides.
+	 */
+	unwind_begin(&T->unw, t->tid, regs, &t->p->mm, &T->reg);
+	const struct unwind *u = &T->unw;
+	int maybe = u->stack_len == 0;
+	/* A word w is a return address into [lo, hi) when w - 1 - lo < hi - lo (unsigned). */
+	for (size_t i = 0; i < h->n_exit_fn && !maybe; i++) {
+		uint64_t lo = h->exit_fn[i].lo + 1, span = h->exit_fn[i].hi - h->exit_fn[i].lo;
+		for (size_t off = 0; off + 8 <= u->stack_len; off += 8) {
+			uint64_t w;
+			memcpy(&w, u->stack + off, sizeof(w));
+			if (w - lo < span) {
+				maybe = 1;
+				break;
+			}
+		}
+	}
+	if (!maybe)
+		return 0;
 	uint64_t ips[UNWIND_MAX_FRAMES];
 	/* A whole unwind: the unwinder splices the next one onto the frames of this one. */
-	unwind_begin(&T->unw, t->tid, regs, &t->p->mm, &T->reg);
 	size_t n = unwind_run(&T->unw, ips, UNWIND_MAX_FRAMES);
 	for (size_t i = 0; i < n; i++)
 		if (hooks_exit_fn_at(h, i ? ips[i] - 1 : ips[i]))
