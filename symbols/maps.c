@@ -216,12 +216,22 @@ int maps_module_base(const struct maps *m, const struct maps_entry *e, uint64_t 
 {
 	if (!e || maps_entry_is_anon(e) || e < m->v || e >= m->v + m->n)
 		return -1;
-	/* Walk down, not stopping at other entries: bss and guard gaps often sit between a module's mappings. */
+	/*
+	 * Walk down past anonymous entries (bss and guard gaps often sit between
+	 * a module's mappings), not past another file: a module's mappings are
+	 * never interleaved with another's, and a mapping of the object further
+	 * down belongs to another placement of it (a second mapping of its code,
+	 * as V8 makes of node's, has no offset-0 mapping of its own).
+	 */
 	for (size_t i = (size_t)(e - m->v) + 1; i-- > 0;) {
 		const struct maps_entry *c = &m->v[i];
-		if (c->offset == 0 && same_object(c, e)) {
-			*base = c->start;
-			return 0;
+		if (same_object(c, e)) {
+			if (c->offset == 0) {
+				*base = c->start;
+				return 0;
+			}
+		} else if (!maps_entry_is_anon(c)) {
+			break;
 		}
 	}
 	return -1;

@@ -38,8 +38,10 @@ const struct maps_entry *maps_find(const struct maps *m, uint64_t addr);
 
 /*
  * The base of the module that entry e belongs to: the start of the nearest entry
- * at or below e with the same path and inode and file offset 0. Returns 0 and
- * sets *base, or -1 when e is anonymous or no such entry exists.
+ * at or below e with the same path and inode and file offset 0, with nothing
+ * but mappings of that file and anonymous ones between. Returns 0 and sets
+ * *base, or -1 when e is anonymous or no such entry exists (a part of a file
+ * mapped alone: a copy of a program's code elsewhere, a data file).
  */
 int maps_module_base(const struct maps *m, const struct maps_entry *e, uint64_t *base);
 

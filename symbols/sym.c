@@ -508,6 +508,18 @@ int sym_read(const struct sym_file *f, uint64_t offset, void *buf, size_t len)
 	return -1;
 }
 
+int sym_file_offset_to_module(const struct sym_file *f, uint64_t foff, uint64_t *offset)
+{
+	for (size_t i = 0; i < f->nsegs; i++) {
+		const struct sym_seg *s = &f->segs[i];
+		if (foff >= s->foff && foff - s->foff < s->filesz) {
+			*offset = s->off + (foff - s->foff);
+			return 0;
+		}
+	}
+	return -1;
+}
+
 int sym_eh_frame_hdr(const struct sym_file *f, uint64_t *offset, uint64_t *size)
 {
 	if (!f->has_eh)

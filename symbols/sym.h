@@ -73,6 +73,12 @@ char *sym_demangle(const char *name);
 int sym_read(const struct sym_file *f, uint64_t offset, void *buf, size_t len);
 
 /*
+ * The module offset at which file offset foff is loaded (the PT_LOAD segment
+ * whose file bytes hold it). Returns 0, or -1 (silently) when no segment does.
+ */
+int sym_file_offset_to_module(const struct sym_file *f, uint64_t foff, uint64_t *offset);
+
+/*
  * Where .eh_frame_hdr (PT_GNU_EH_FRAME) lies, as a module offset and a size.
  * Returns 0, or -1 (silently) when the object has none.
  */

@@ -24,6 +24,9 @@ static uint32_t frame_of(struct tracer *T, struct proc *p, uint64_t ip, int call
 	return stacks_frame(&T->stacks, r->gid, at - T->reg.v[r->gid].base);
 }
 
+#define STRINGIFY_(x) #x
+#define STRINGIFY(x) STRINGIFY_(x)
+
 #define STACKS_PENDING (STACKS_FAILED - 1) /* native_begin: still to unwind */
 
 /*
@@ -112,14 +115,25 @@ static uint32_t with_python(struct tracer *T, struct tracee *t, uint32_t node)
 		return node;
 	static struct pyframe py[PY_MAX_FRAMES];
 	struct copied copy = { &T->unw, t->tid };
+	uint64_t cut_before = T->pystats.cut;
 	size_t np = pystack_read(&p->py, &T->pynames, &T->pystats, p->pid, t->tid, stack_word, &copy, py, PY_MAX_FRAMES);
 	if (!np)
 		return node;
-	uint32_t out[UNWIND_MAX_FRAMES + PY_MAX_FRAMES];
+	/* Frames past PY_MAX_FRAMES are not read: a frame of its own says so where they would be. */
+	int cut = T->pystats.cut != cut_before;
+	if (cut && T->py_cut_frame == STACKS_FAILED)
+		T->py_cut_frame = stacks_pseudo_frame(&T->stacks, "[outer Python frames not read: more than "
+						      STRINGIFY(PY_MAX_FRAMES) "]");
+	uint32_t out[UNWIND_MAX_FRAMES + PY_MAX_FRAMES + 1];
 	size_t m = 0, pi = 0, groups = 0;
 	int seen = 0, all = T->opts.native_frames;
 	for (size_t i = 0; i < n; i++) {
 		const struct stacks_frame *f = &T->stacks.frames[in[i]];
+		if (cut && pi == np && T->py_cut_frame != STACKS_FAILED && pystack_is_eval(&p->py, f->module, f->offset)) {
+			/* The first eval loop past the frames read: the ones cut off ran there and further out. */
+			out[m++] = T->py_cut_frame;
+			cut = 0;
+		}
 		if (pystack_is_eval(&p->py, f->module, f->offset) && pi < np) {
 			do {
 				if (py[pi].name == PYFRAME_NONE)
@@ -139,6 +153,8 @@ static uint32_t with_python(struct tracer *T, struct tracee *t, uint32_t node)
 		if (py[pi].name != PYFRAME_NONE &&
 		    (out[m++] = stacks_py_frame(&T->stacks, py[pi].name, py[pi].line)) == STACKS_FAILED)
 			return node;
+	if (cut && T->py_cut_frame != STACKS_FAILED)
+		out[m++] = T->py_cut_frame;
 	if (groups != evals)
 		T->pystats.group_mismatch++;
 	uint32_t merged = stacks_intern(&T->stacks, out, m);

@@ -68,6 +68,7 @@ struct tracer {
 	} capture;
 	uint32_t main_stack_node;
 	uint32_t new_thread_frame; /* the "[new thread]" pseudo frame, STACKS_FAILED until made */
+	uint32_t py_cut_frame;     /* the frame standing for Python frames cut off (PY_MAX_FRAMES), STACKS_FAILED until made */
 	/*
 	 * Threads ptfil has seen go (exited, released): a creator's clone or fork
 	 * event that reports one late must not bring it back as a thread to wait

@@ -354,7 +354,7 @@ int hooks_exec_mem(struct hooks *h, const struct hooks_mem *mem, const struct mo
 	for (size_t i = 0; i < mm->n; i++) {
 		struct modreg_entry *e = &reg->v[mm->v[i].gid];
 		uint64_t off, entry;
-		if (!e->sym || scanned(h, mm->v[i].gid) || sym_dynamic(e->sym, hook_names[HOOK_DL_DEBUG], &off))
+		if (!e->sym || e->copy || scanned(h, mm->v[i].gid) || sym_dynamic(e->sym, hook_names[HOOK_DL_DEBUG], &off))
 			continue;
 		if (mark_scanned(h, mm->v[i].gid))
 			return error("out of memory");
@@ -419,8 +419,8 @@ int hooks_scan_mem(struct hooks *h, const struct hooks_mem *mem, const struct mo
 			continue;
 		if (mark_scanned(h, gid))
 			return error("out of memory");
-		if (!e->sym)
-			continue; /* not verified to be the mapped image (modules.c said so): never patched */
+		if (!e->sym || e->copy)
+			continue; /* not verified to be the mapped image (modules.c said so), or a copy: never patched */
 		if (!h->no_heap && hook_group(h, mem, e, gid, HOOK_MALLOC, HOOK_PVALLOC))
 			rc = -1;
 		if (h->wrappers && hook_group(h, mem, e, gid, HOOK_MMAP, HOOK_BRK))

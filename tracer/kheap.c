@@ -348,7 +348,7 @@ static int runs_python(struct tracer *T, struct proc *p)
 	for (size_t i = 0; i < p->mm.n; i++) {
 		const struct modreg_entry *e = &T->reg.v[p->mm.v[i].gid];
 		uint64_t off;
-		if (e->sym && sym_dynamic_data(e->sym, "_PyRuntime", &off) == 0)
+		if (e->sym && !e->copy && sym_dynamic_data(e->sym, "_PyRuntime", &off) == 0)
 			return 1;
 	}
 	return 0;

@@ -312,6 +312,54 @@ int proc_maps_read(pid_t pid, struct maps *maps)
 	return maps_read(pid, maps, &tid);
 }
 
+static int by_start(const void *a, const void *b)
+{
+	const struct modrange *x = a, *y = b;
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/*
+ * The registry id for code mapping e, which belongs to no module of its own
+ * (maps_module_base found none): a copy of part of an object that v[0..n)
+ * holds with a verified file. -1 when it is not one, -2 out of memory.
+ */
+static int64_t copy_of(struct modreg *r, const struct modrange *v, size_t n, const struct maps_entry *e)
+{
+	const struct modreg_entry *full = NULL;
+	for (size_t i = 0; i < n && !full; i++) {
+		const struct modreg_entry *x = &r->v[v[i].gid];
+		if (x->sym && !x->copy && x->inode == e->inode && x->dev_major == e->dev_major &&
+		    x->dev_minor == e->dev_minor && strcmp(x->path, e->path) == 0)
+			full = x;
+	}
+	uint64_t off;
+	if (!full || sym_file_offset_to_module(full->sym, e->offset, &off) || off > e->start)
+		return -1;
+	uint64_t base = e->start - off;
+	for (size_t i = r->n; i-- > 0;)
+		if (r->v[i].copy && is_mapping(&r->v[i], e, base) && r->v[i].sym == full->sym)
+			return (int64_t)i;
+	struct sym_file *sym = full->sym;
+	char *id = full->build_id ? strdup(full->build_id) : NULL;
+	char *path = strdup(e->path);
+	if (!path || (full->build_id && !id) || grow_array(&r->v, &r->cap, r->n + 1, sizeof(*r->v), 32)) {
+		free(path);
+		free(id);
+		return -2;
+	}
+	struct modreg_entry *x = &r->v[r->n];
+	memset(x, 0, sizeof(*x));
+	x->path = path;
+	x->base = base;
+	x->dev_major = e->dev_major;
+	x->dev_minor = e->dev_minor;
+	x->inode = e->inode;
+	x->build_id = id;
+	x->sym = sym;
+	x->copy = 1;
+	return (int64_t)r->n++;
+}
+
 int modmap_load(struct modmap *m, struct modreg *r, pid_t pid)
 {
 	struct maps maps;
@@ -329,7 +377,7 @@ int modmap_load(struct modmap *m, struct modreg *r, pid_t pid)
 		maps_fin(&maps);
 		return error("out of memory reading the maps of process %d", (int)pid);
 	}
-	size_t n = 0;
+	size_t n = 0, copies = 0;
 	int64_t last = -1;
 	uint64_t stack_start = 0, stack_end = 0;
 	for (size_t i = 0; i < maps.n; i++) {
@@ -342,8 +390,12 @@ int modmap_load(struct modmap *m, struct modreg *r, pid_t pid)
 			stack_end = e->end;
 		}
 		uint64_t base;
-		if (!e->path || e->path[0] != '/' || maps_module_base(&maps, e, &base))
+		if (!e->path || e->path[0] != '/')
 			continue;
+		if (maps_module_base(&maps, e, &base)) {
+			copies += (e->perms & MAPS_X) != 0;
+			continue;
+		}
 		/*
 		 * The mappings of one object come one after another, and an object this
 		 * process had mapped at the last reading is the one known: only a new
@@ -369,6 +421,29 @@ int modmap_load(struct modmap *m, struct modreg *r, pid_t pid)
 		v[n].perms = e->perms;
 		n++;
 	}
+	/* Code mapped apart from its object, once every object is known. */
+	size_t whole = n;
+	for (size_t i = 0; copies && i < maps.n; i++) {
+		const struct maps_entry *e = &maps.v[i];
+		uint64_t base;
+		if (!(e->perms & MAPS_X) || !e->path || e->path[0] != '/' || !maps_module_base(&maps, e, &base))
+			continue;
+		int64_t gid = copy_of(r, v, whole, e);
+		if (gid == -2) {
+			free(v);
+			maps_fin(&maps);
+			return error("out of memory reading the maps of process %d", (int)pid);
+		}
+		if (gid < 0)
+			continue;
+		v[n].start = e->start;
+		v[n].end = e->end;
+		v[n].gid = (uint32_t)gid;
+		v[n].perms = e->perms;
+		n++;
+	}
+	if (n != whole)
+		qsort(v, n, sizeof(*v), by_start);
 	maps_fin(&maps);
 	free(m->v);
 	m->v = v;

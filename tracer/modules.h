@@ -33,6 +33,12 @@ struct modreg_entry {
 	char *build_id;         /* owned: read from the mapped image in the target's memory, or NULL */
 	struct sym_file *sym;   /* owned by the registry's cache; NULL when unreadable or not verified */
 	/*
+	 * A second mapping of part of an object mapped in full elsewhere (V8
+	 * maps node's builtins so): named and unwound from that object's file,
+	 * its base where file offset 0 would be for this part; never hooked.
+	 */
+	int copy;
+	/*
 	 * The binary-search table of .eh_frame_hdr, as module offsets (see
 	 * unwind.c); or, for an object without one, eh_own: the table built from
 	 * .eh_frame (owned), which eh_table then gives the address unwind.c shows it at.

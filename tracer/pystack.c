@@ -346,7 +346,7 @@ void pystack_detect(struct pyproc *py, const struct modmap *mm, const struct mod
 			return;
 		const struct modreg_entry *e = &reg->v[gid];
 		uint64_t off;
-		if (e->sym && sym_dynamic_data(e->sym, "_PyRuntime", &off) == 0) {
+		if (e->sym && !e->copy && sym_dynamic_data(e->sym, "_PyRuntime", &off) == 0) {
 			found(py, e, gid, off, pid);
 			return;
 		}

@@ -32,6 +32,7 @@ int run_init(struct tracer *T, const struct tracer_opts *o)
 	T->start_time = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 	pynames_init(&T->pynames);
 	T->new_thread_frame = STACKS_FAILED;
+	T->py_cut_frame = STACKS_FAILED;
 	const char *np = getenv("PTFIL_NO_PYTHON");
 	T->no_python = np && *np && strcmp(np, "0") != 0;
 	/* DESIGN.md, Placement: see loop_wait. */

@@ -19,8 +19,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ptfiltest import MiB, PTFIL, Attached, Lines, check_near, charged_through, exec_mappings, functions, main, \
-    mapping_differences, stacks_through, target, workdir
+from ptfiltest import MiB, PTFIL, Attached, Lines, check_near, charged_through, exec_mappings, functions, launch, \
+    main, malloc_bytes, mapping_differences, stacks_through, target, workdir
 
 MODREP = target("modrep")
 LOOP = target("attach_loop")
@@ -202,6 +202,27 @@ def test_container_binary_named_by_its_root():
     container_binary(without_map_files())
 
 
+def test_code_mapped_twice_named():
+    # code_copy maps part of its own executable a second time, elsewhere (as V8 maps node's builtins),
+    # and allocates 100 blocks of 10,000 bytes from copy_alloc running in that copy. The frame there is
+    # named from the executable's file at the offset the copy maps, and the stack goes on through it.
+    r = launch([target("code_copy")])
+    assert r.returncode == 0 and b"copy done" in r.stdout, (r.returncode, r.stdout, r.stderr)
+    assert b"cannot verify" not in r.stderr, r.stderr
+    doc = r.json
+    st = stacks_through(doc, "copy_alloc")
+    assert st, "no stack through copy_alloc: the frame in the copy is not named\n%s" % [
+        functions(s)[:6] for s in doc["stacks"][:8]]
+    assert sum(s["count"] for s in st) == 100, [(s["count"], functions(s)) for s in st]
+    assert sum(s["charged_bytes"] for s in st) == malloc_bytes(doc, 10000, 100), [
+        (s["charged_bytes"], functions(s)) for s in st]
+    for s in st:
+        f = functions(s)
+        assert f[0] in ("malloc", "__libc_malloc") and f[1] == "copy_alloc" and "main" in f[2:], f
+        frame = s["frames"][1]
+        assert (frame["module"] or "").endswith("/code_copy"), frame
+
+
 if __name__ == "__main__":
     main([test_replaced_library_read_from_its_mapped_image, test_unverifiable_library_left_alone,
-          test_container_binary_named, test_container_binary_named_by_its_root])
+          test_container_binary_named, test_container_binary_named_by_its_root, test_code_mapped_twice_named])

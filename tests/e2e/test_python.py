@@ -21,7 +21,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ptfiltest import MiB, SRCDIR, VIEW, Attached, bare, check_near, launch, main, stacks_through, workdir
+from ptfiltest import MiB, SRCDIR, VIEW, Attached, bare, check_near, functions, launch, main, stacks_through, workdir
 
 PYTHON = "/usr/bin/python3"  # Debian 12's CPython 3.11 (PATH's python3 may be another one)
 PYDIR = os.path.abspath(os.path.join(SRCDIR, "tests", "targets", "py"))
@@ -402,6 +402,35 @@ def elf_file_offset(path, vaddr):
     raise AssertionError("%#x is in no PT_LOAD of %s" % (vaddr, path))
 
 
+CUT_FRAME = "[outer Python frames not read: more than 256]"
+
+
+def test_deep_stack_cut_marked():
+    # deep.py recurses 300 calls deep and allocates 8 MiB at the bottom: ptfil reads the innermost 256
+    # Python frames, and a frame of its own stands outward of them for the frames it did not read.
+    script = os.path.join(PYDIR, "deep.py")
+    bottom = [i for i, text in enumerate(open(script).read().splitlines(), 1) if "# BOTTOM" in text][0]
+    r = launch([PYTHON, script])
+    assert r.returncode == 0 and b"deep done" in r.stdout, (r.returncode, r.stdout, r.stderr)
+    doc = r.json
+    big = [s for s in stacks_through(doc, "descend") if s["charged_bytes"] >= 8 * MiB]
+    assert len(big) == 1, [(s["charged_bytes"], functions(s)[:4]) for s in stacks_through(doc, "descend")]
+    frames = big[0]["frames"]
+    names = [f["function"] for f in frames]
+    assert names.count(CUT_FRAME) == 1, names[:5] + ["..."] + names[-5:]
+    cut = names.index(CUT_FRAME)
+    python = [f for f in frames if f["kind"] == "python"]
+    assert len(python) == 256, "%d Python frames read, expected 256" % len(python)
+    assert all(f["function"] == "descend" for f in python), sorted({f["function"] for f in python})
+    assert python[0]["line"] == bottom, python[0]
+    # The marker comes after every Python frame read, where the outer ones would have been.
+    assert all(i < cut for i, f in enumerate(frames) if f["kind"] == "python"), names
+    assert doc["counters"].get("python.cut", 0) >= 1, doc["counters"]
+    # A shallow stack has no such frame.
+    assert all(CUT_FRAME not in functions(s) for s in doc["stacks"] if "descend" not in functions(s)), \
+        [functions(s)[:4] for s in doc["stacks"] if CUT_FRAME in functions(s)]
+
+
 def test_unknown_version():
     # A copy of python3.11 whose Py_Version says 3.99: ptfil must not guess at its frames.
     d = workdir()
@@ -550,4 +579,4 @@ def test_attach():
 
 if __name__ == "__main__":
     main([test_sites_default, test_report_text, test_sites_native, test_no_python_env, test_output_and_status_unchanged,
-          test_counters, test_unknown_version, test_python312, test_python313, test_numpy_demo, test_attach])
+          test_counters, test_unknown_version, test_python312, test_python313, test_numpy_demo, test_attach, test_deep_stack_cut_marked])

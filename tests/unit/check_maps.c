@@ -271,6 +271,32 @@ START_TEST(test_module_base)
 }
 END_TEST
 
+/*
+ * Part of a program mapped a second time apart from it, after another
+ * library (V8 maps node's builtins so): no base of its own, and never the
+ * program's, whose offset-0 mapping lies further down past another file.
+ */
+START_TEST(test_module_base_copy_apart)
+{
+	static const char text[] =
+		"55d0c1a00000-55d0c1a02000 r--p 00000000 08:01 12 /usr/bin/node\n"
+		"55d0c1a02000-55d0c1a07000 r-xp 00002000 08:01 12 /usr/bin/node\n"
+		"55d0c1a07000-55d0c1a08000 rw-p 00000000 00:00 0\n"
+		"7f3a46000000-7f3a46026000 r--p 00000000 08:01 13 /usr/lib/libc.so.6\n"
+		"7f3a46026000-7f3a4617c000 r-xp 00026000 08:01 13 /usr/lib/libc.so.6\n"
+		"7f3a47000000-7f3a47003000 r-xp 00003000 08:01 12 /usr/bin/node\n";
+	struct maps m;
+	uint64_t base = 0;
+	ck_assert_int_eq(maps_parse(text, sizeof(text) - 1, &m), 0);
+	ck_assert_int_eq(maps_module_base(&m, &m.v[1], &base), 0);
+	ck_assert_uint_eq(base, m.v[0].start);
+	ck_assert_int_eq(maps_module_base(&m, &m.v[4], &base), 0);
+	ck_assert_uint_eq(base, m.v[3].start);
+	ck_assert_int_eq(maps_module_base(&m, &m.v[5], &base), -1);
+	maps_fin(&m);
+}
+END_TEST
+
 /* Two copies of one library (dlmopen) and a replaced file under the same path. */
 START_TEST(test_module_base_repeats)
 {
@@ -289,9 +315,12 @@ START_TEST(test_module_base_repeats)
 	ck_assert_uint_eq(base, 0x10000);
 	ck_assert_int_eq(maps_module_base(&m, &m.v[3], &base), 0);
 	ck_assert_uint_eq(base, 0x20000);
-	/* The nearest offset-0 entry has another inode: it is another file. */
-	ck_assert_int_eq(maps_module_base(&m, &m.v[5], &base), 0);
-	ck_assert_uint_eq(base, 0x20000);
+	/*
+	 * The nearest offset-0 entry has another inode: it is another file, and
+	 * the copy further down is a placement of its own. No base (modules.c
+	 * takes such a mapping as a part of the object mapped apart).
+	 */
+	ck_assert_int_eq(maps_module_base(&m, &m.v[5], &base), -1);
 	ck_assert_int_eq(maps_module_base(&m, &m.v[4], &base), 0);
 	ck_assert_uint_eq(base, 0x30000);
 	maps_fin(&m);
@@ -389,6 +418,7 @@ Suite *maps_suite(void)
 	tc = tcase_create("lookup");
 	tcase_add_test(tc, test_find);
 	tcase_add_test(tc, test_module_base);
+	tcase_add_test(tc, test_module_base_copy_apart);
 	tcase_add_test(tc, test_module_base_repeats);
 	tcase_add_test(tc, test_is_anon);
 	suite_add_tcase(s, tc);

@@ -228,6 +228,11 @@ START_TEST(test_read_bytes)
 	close(fd);
 	ck_assert_int_eq(sym_read(f, r.fn[1] - r.base, got, sizeof(got)), 0);
 	ck_assert_mem_eq(got, file, sizeof(file));
+	/* Back from the file offset the mapping gives: the function's module offset. */
+	uint64_t off = 0;
+	ck_assert_int_eq(sym_file_offset_to_module(f, r.fn[1] - e->start + e->offset, &off), 0);
+	ck_assert_uint_eq(off, r.fn[1] - r.base);
+	ck_assert_int_eq(sym_file_offset_to_module(f, UINT64_MAX / 2, &off), -1);
 
 	/* The start of the image is the ELF header, in every executable mapping layout. */
 	ck_assert_int_eq(sym_read(f, 0, got, 4), 0);
