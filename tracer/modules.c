@@ -142,6 +142,30 @@ static struct sym_file *verified_file(struct modreg *r, pid_t tid, const struct 
 }
 
 /*
+ * A new entry at the registry's end (not counted in r->n yet) for the object
+ * of maps entry e mapped at base, taking build_id (freed when it fails).
+ * NULL out of memory.
+ */
+static struct modreg_entry *new_entry(struct modreg *r, const struct maps_entry *e, uint64_t base, char *build_id)
+{
+	char *path = strdup(e->path);
+	if (!path || grow_array(&r->v, &r->cap, r->n + 1, sizeof(*r->v), 32)) {
+		free(path);
+		free(build_id);
+		return NULL;
+	}
+	struct modreg_entry *x = &r->v[r->n];
+	memset(x, 0, sizeof(*x));
+	x->path = path;
+	x->base = base;
+	x->dev_major = e->dev_major;
+	x->dev_minor = e->dev_minor;
+	x->inode = e->inode;
+	x->build_id = build_id;
+	return x;
+}
+
+/*
  * The registry id of the object maps entry e belongs to, mapped at base in
  * the process whose thread tid is alive; registered (its file verified) when
  * new. Returns -1 out of memory.
@@ -160,22 +184,9 @@ static int64_t modreg_resolve(struct modreg *r, const struct maps *maps, const s
 			return (int64_t)i;
 		}
 	}
-	if (grow_array(&r->v, &r->cap, r->n + 1, sizeof(*r->v), 32)) {
-		free(mapped_id);
+	struct modreg_entry *x = new_entry(r, e, base, mapped_id);
+	if (!x)
 		return -1;
-	}
-	struct modreg_entry *x = &r->v[r->n];
-	memset(x, 0, sizeof(*x));
-	x->path = strdup(e->path);
-	if (!x->path) {
-		free(mapped_id);
-		return -1;
-	}
-	x->base = base;
-	x->dev_major = e->dev_major;
-	x->dev_minor = e->dev_minor;
-	x->inode = e->inode;
-	x->build_id = mapped_id;
 	/* The mapping of file offset 0 names the file in map_files, and holds the headers. */
 	const struct maps_entry *head = maps_find(maps, base);
 	if (!head || head->start != base)
@@ -341,20 +352,9 @@ static int64_t copy_of(struct modreg *r, const struct modrange *v, size_t n, con
 			return (int64_t)i;
 	struct sym_file *sym = full->sym;
 	char *id = full->build_id ? strdup(full->build_id) : NULL;
-	char *path = strdup(e->path);
-	if (!path || (full->build_id && !id) || grow_array(&r->v, &r->cap, r->n + 1, sizeof(*r->v), 32)) {
-		free(path);
-		free(id);
+	struct modreg_entry *x = full->build_id && !id ? NULL : new_entry(r, e, base, id);
+	if (!x)
 		return -2;
-	}
-	struct modreg_entry *x = &r->v[r->n];
-	memset(x, 0, sizeof(*x));
-	x->path = path;
-	x->base = base;
-	x->dev_major = e->dev_major;
-	x->dev_minor = e->dev_minor;
-	x->inode = e->inode;
-	x->build_id = id;
 	x->sym = sym;
 	x->copy = 1;
 	return (int64_t)r->n++;
