@@ -264,7 +264,6 @@ static int exits_here(const struct hooks_mem *mem, const struct modreg_entry *e,
 	*n += k;
 	xf->lo = e->base + off;
 	xf->hi = e->base + off + size;
-	xf->fn = fn;
 	return 1;
 }
 

@@ -50,7 +50,6 @@ struct hook_bp {
 struct hooks_exit_fn {
 	uint64_t lo, hi;       /* the function's code */
 	uint32_t gid;          /* its module */
-	enum hook_fn fn;
 };
 
 /*
