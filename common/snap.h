@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SNAP_FORMAT_VERSION 2
+#define SNAP_FORMAT_VERSION 3
 
 /* What a stack's memory is. One stack node may appear once per kind. */
 enum snap_kind {
@@ -34,8 +34,12 @@ enum snap_frame_kind {
 
 /*
  * One frame. A native frame is a code address resolved to a module and an
- * offset in it. A Python frame is a line in a Python source file: its module
- * is -1 and its offset 0 (neither is written to the file).
+ * offset in it, with the source line that holds it when the module's debug
+ * information says. A call the compiler inlined is a native frame of its own
+ * (inlined set) with the same module and offset as the frame it was inlined
+ * into, which follows it (outward) in the stack. A Python frame is a line in
+ * a Python source file: its module is -1 and its offset 0 (neither is written
+ * to the file).
  */
 struct snap_frame {
 	int32_t module;  /* index in modules[], or -1 (no module: JIT, vdso, pseudo frame, Python frame) */
@@ -44,8 +48,10 @@ struct snap_frame {
 	                    Python frames: the code object's qualified name ("Model.fit", "<module>") or NULL */
 	int kind;        /* enum snap_frame_kind; 0 (native) in zeroed storage */
 	char *file;      /* Python frames: the source file as the code object names it (never NULL
-	                    once read; written as "" if NULL); NULL for native frames */
-	uint32_t line;   /* Python frames: line number, 0 when unknown; 0 for native frames */
+	                    once read; written as "" if NULL). Native frames: the source file from
+	                    the debug information ("malloc/malloc.c", "/home/u/src/a.c"), or NULL */
+	uint32_t line;   /* line number in file, 0 when unknown */
+	int inlined;     /* native frames: 1 for a call inlined into the next frame outward */
 };
 
 /*

@@ -578,6 +578,38 @@ static int record(struct reader *r)
 		s->n_frames++;
 		return parse_str(r, f[2], 1, &fr->function, "string");
 	}
+	case SNAP_TAG_SRCFRAME: {
+		/* A reader of format 2 refuses `g` as an unknown tag: so does this one, in such a file. */
+		if (s->version < SNAP_VERSION_SRCFRAME)
+			return bad(r, "unknown tag 'g' in a format %u snapshot (native source lines are format %d)",
+				   s->version, SNAP_VERSION_SRCFRAME);
+		if (split(r, f, 6) < 0)
+			return -1;
+		if (s->n_frames >= UINT32_MAX)
+			return bad(r, "too many frames");
+		uint64_t line = 0, inl = 0;
+		if (parse_int(r, f[0], -1, (long long)s->n_modules - 1, &ll, "module") < 0 ||
+		    parse_hex(r, f[1], &u, "offset") < 0 || parse_u64(r, f[4], &line, "line number") < 0 ||
+		    parse_u64(r, f[5], &inl, "inlined flag") < 0)
+			return -1;
+		if (line > UINT32_MAX)
+			return bad(r, "line number %llu out of range", (unsigned long long)line);
+		if (inl > 1)
+			return bad(r, "inlined flag %llu is neither 0 nor 1", (unsigned long long)inl);
+		if (grow(r, &s->frames, &r->cap_frames, s->n_frames, sizeof(*s->frames)) < 0)
+			return -1;
+		struct snap_frame *fr = &s->frames[s->n_frames];
+		memset(fr, 0, sizeof(*fr));
+		fr->module = (int32_t)ll;
+		fr->offset = u;
+		fr->kind = SNAP_FRAME_NATIVE;
+		fr->line = (uint32_t)line;
+		fr->inlined = (int)inl;
+		/* Counted before parsing so that snap_fin frees what was parsed. */
+		s->n_frames++;
+		return parse_str(r, f[2], 1, &fr->function, "string") < 0 ||
+		       parse_str(r, f[3], 1, &fr->file, "string") < 0 ? -1 : 0;
+	}
 	case SNAP_TAG_PYFRAME: {
 		/* A reader of version 1 refuses `y` as an unknown tag: so does this one, in such a file. */
 		if (s->version < SNAP_VERSION_PYFRAME)

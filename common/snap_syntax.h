@@ -28,6 +28,8 @@ enum snap_tag {
 	SNAP_TAG_MODULE = 'm',     /* m PATH BUILDID|- BASEHEX */
 	SNAP_TAG_FRAME = 'f',      /* f MODULE|-1 OFFSETHEX FUNCTION|- */
 	SNAP_TAG_PYFRAME = 'y',    /* y LINE FUNCTION|- FILE: a Python frame (format 2 on) */
+	SNAP_TAG_SRCFRAME = 'g',   /* g MODULE|-1 OFFSETHEX FUNCTION|- FILE|- LINE INLINED: a native
+	                              frame with its source line, or an inlined call (format 3 on) */
 	SNAP_TAG_NODE = 'n',       /* n PARENT FRAME (node 0 is the implicit root) */
 	SNAP_TAG_STACK = 'k',      /* k NODE KIND CHARGED RESERVED COUNT, at the peak */
 	SNAP_TAG_LIVE = 'l',       /* l NODE KIND CHARGED RESERVED COUNT, live at the end */
@@ -38,6 +40,8 @@ enum snap_tag {
 
 /* The first format version with the `y` record (Python frames). */
 #define SNAP_VERSION_PYFRAME 2
+/* The first format version with the `g` record (native frames with source lines, inlined calls). */
+#define SNAP_VERSION_SRCFRAME 3
 
 /* Written where an optional string reference is absent. */
 #define SNAP_NONE "-"

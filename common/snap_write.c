@@ -366,6 +366,12 @@ static void put_snap(struct writer *w, const struct snap *s)
 			rec_fmt(&r, " %u", (unsigned)fr->line);
 			rec_opt_str(w, &r, fr->function);
 			rec_str(w, &r, fr->file);
+		} else if (fr->file || fr->inlined) {
+			rec_start(&r, SNAP_TAG_SRCFRAME);
+			rec_fmt(&r, " %d %llx", (int)fr->module, (unsigned long long)fr->offset);
+			rec_opt_str(w, &r, fr->function);
+			rec_opt_str(w, &r, fr->file);
+			rec_fmt(&r, " %u %d", (unsigned)fr->line, fr->inlined ? 1 : 0);
 		} else {
 			rec_start(&r, SNAP_TAG_FRAME);
 			rec_fmt(&r, " %d %llx", (int)fr->module, (unsigned long long)fr->offset);

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
+#include <lzma.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,9 +14,12 @@
 
 #include "common/error.h"
 #include "common/grow.h"
+#include "symbols/debugfile.h"
+#include "symbols/srcline.h"
 
 #define SYM_PAGE_MASK (~(uint64_t)0xfff)
-#define SYM_DEBUG_ROOT "/usr/lib/debug/.build-id"
+/* MiniDebugInfo larger than this once uncompressed is refused (real ones are a few hundred KiB). */
+#define SYM_MAX_MINI ((size_t)256 << 20)
 
 /* One PT_LOAD segment; off is a module offset, foff a file offset into image. */
 struct sym_seg {
@@ -33,6 +37,17 @@ struct sym_ent {
 struct sym_file {
 	Elf *elf;              /* kept open: sym_read copies from its image */
 	Elf *dbg;              /* separate debug file whose names we point into, or NULL */
+	enum debugfile_how dbg_how;
+	Elf *mini;             /* MiniDebugInfo (.gnu_debugdata) read into mini_buf, or NULL */
+	char *mini_buf;
+	enum sym_names names;
+	char *name;            /* the path as the target names it, for messages */
+	char *link;            /* .gnu_debuglink's file name, or NULL */
+	uint32_t link_crc;
+	Dwarf *dw;             /* the DWARF that sym_source reads (own or dbg), once looked for */
+	int dw_state;          /* 0 not looked for, 1 open, -1 none */
+	int fetched;           /* debuginfod asked already */
+	Elf *dbg_old;          /* a local debug file replaced by debuginfod's: names may point into it */
 	const unsigned char *image;
 	size_t image_size;
 	uint64_t bias;         /* virtual address of module offset 0 */
@@ -107,21 +122,6 @@ fail:
 	if (e)
 		elf_end(e);
 	return NULL;
-}
-
-static Elf *open_elf(const char *path, int quiet)
-{
-	struct stat st;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-
-	if (fd < 0) {
-		if (!quiet)
-			error_errno("cannot open %s", path);
-		return NULL;
-	}
-	Elf *e = open_elf_fd(fd, path, quiet, &st);
-	close(fd);
-	return e;
 }
 
 static int index_segments(struct sym_file *f, const char *path)
@@ -374,45 +374,163 @@ static void finish_index(struct sym_file *f, struct sym_vec *vec)
 	f->nsyms = n;
 }
 
-static int index_symbols(struct sym_file *f, const char *path)
+static Elf_Scn *section_named(Elf *e, const char *want)
+{
+	size_t shstrndx;
+	Elf_Scn *scn = NULL;
+	GElf_Shdr sh;
+
+	if (elf_getshdrstrndx(e, &shstrndx) < 0)
+		return NULL;
+	while ((scn = elf_nextscn(e, scn)) != NULL) {
+		const char *n = gelf_getshdr(scn, &sh) ? elf_strptr(e, shstrndx, sh.sh_name) : NULL;
+		if (n && strcmp(n, want) == 0)
+			return sh.sh_type == SHT_NOBITS ? NULL : scn;
+	}
+	return NULL;
+}
+
+static int has_dwarf(Elf *e)
+{
+	GElf_Shdr sh;
+	Elf_Scn *scn = e ? section_named(e, ".debug_info") : NULL;
+	return scn && gelf_getshdr(scn, &sh) && sh.sh_size > 0;
+}
+
+/* .gnu_debuglink: a file name, NUL, padding to 4 bytes, then the debug file's CRC-32. */
+static void find_debuglink(struct sym_file *f)
+{
+	Elf_Scn *scn = section_named(f->elf, ".gnu_debuglink");
+	Elf_Data *d = scn ? elf_rawdata(scn, NULL) : NULL;
+	if (!d || !d->d_buf || d->d_size < 8)
+		return;
+	const char *p = d->d_buf;
+	size_t len = strnlen(p, d->d_size);
+	size_t at = (len + 4) & ~(size_t)3;
+	if (len == 0 || at + 4 > d->d_size)
+		return;
+	memcpy(&f->link_crc, p + at, 4);
+	f->link = strndup(p, len);
+}
+
+/*
+ * MiniDebugInfo: an xz-compressed ELF file in .gnu_debugdata holding the
+ * symbol table that strip removed (Fedora and others ship it instead of
+ * nothing). 0 with f->mini set, or -1 (silently) when there is none or it
+ * does not decode.
+ */
+static int read_mini(struct sym_file *f)
+{
+	Elf_Scn *scn = section_named(f->elf, ".gnu_debugdata");
+	Elf_Data *d = scn ? elf_rawdata(scn, NULL) : NULL;
+	if (!d || !d->d_buf || d->d_size == 0)
+		return -1;
+	lzma_stream st = LZMA_STREAM_INIT;
+	if (lzma_stream_decoder(&st, UINT64_MAX, 0) != LZMA_OK)
+		return -1;
+	size_t cap = d->d_size * 4 + 4096;
+	char *buf = malloc(cap);
+	lzma_ret r = LZMA_OK;
+	st.next_in = d->d_buf;
+	st.avail_in = d->d_size;
+	while (buf) {
+		st.next_out = (uint8_t *)buf + st.total_out;
+		st.avail_out = cap - st.total_out;
+		r = lzma_code(&st, LZMA_FINISH);
+		if (r == LZMA_STREAM_END || (r != LZMA_OK && r != LZMA_BUF_ERROR) || st.avail_out > 0)
+			break;
+		char *more = cap < SYM_MAX_MINI ? realloc(buf, cap * 2) : NULL;
+		if (!more) {
+			free(buf);
+			buf = NULL;
+			break;
+		}
+		buf = more;
+		cap *= 2;
+	}
+	size_t size = (size_t)st.total_out;
+	lzma_end(&st);
+	if (!buf || r != LZMA_STREAM_END) {
+		free(buf);
+		return -1;
+	}
+	Elf *e = elf_memory(buf, size);
+	if (!e || elf_kind(e) != ELF_K_ELF || gelf_getclass(e) != ELFCLASS64) {
+		if (e)
+			elf_end(e);
+		free(buf);
+		return -1;
+	}
+	f->mini = e;
+	f->mini_buf = buf;
+	return 0;
+}
+
+/*
+ * The function index, from the best table there is: the object's own
+ * .symtab; else the debug file's (with .dynsym: a debug file's .symtab can
+ * lack what the linker added to the dynamic table); else MiniDebugInfo's
+ * (with .dynsym, which it leaves out by design); else .dynsym alone.
+ */
+static int index_symbols(struct sym_file *f)
 {
 	struct sym_vec vec = { 0 };
 	Elf_Scn *symtab = find_section(f->elf, SHT_SYMTAB);
+	Elf_Scn *dsym = f->dbg ? find_section(f->dbg, SHT_SYMTAB) : NULL;
 	int rc = 0;
 
+	f->names = SYM_NAMES_NONE;
 	if (symtab) {
 		rc = collect(&vec, f->elf, symtab);
+		f->names = SYM_NAMES_FULL;
 	} else {
-		if (f->build_id && strlen(f->build_id) > 2) {
-			char dpath[sizeof(SYM_DEBUG_ROOT) + 512];
-			int len = snprintf(dpath, sizeof(dpath), SYM_DEBUG_ROOT "/%.2s/%s.debug", f->build_id,
-					   f->build_id + 2);
-			/* Absent debug files are the common case, not worth a message. */
-			if (len > 0 && (size_t)len < sizeof(dpath) && access(dpath, R_OK) == 0)
-				f->dbg = open_elf(dpath, 1);
+		if (dsym) {
+			rc = collect(&vec, f->dbg, dsym);
+			f->names = SYM_NAMES_FULL;
+		} else if (f->mini || read_mini(f) == 0) {
+			rc = collect(&vec, f->mini, find_section(f->mini, SHT_SYMTAB));
+			f->names = SYM_NAMES_MINI;
 		}
-		if (f->dbg)
-			rc = collect(&vec, f->dbg, find_section(f->dbg, SHT_SYMTAB));
-		/* .dynsym as well: a debug file's .symtab can lack what the linker added to the dynamic table. */
 		if (rc == 0)
 			rc = collect(&vec, f->elf, find_section(f->elf, SHT_DYNSYM));
 	}
 	if (rc < 0) {
 		free(vec.v);
-		return error("cannot index %s: out of memory", path);
+		return error("cannot index %s: out of memory", f->name);
 	}
+	if (f->names == SYM_NAMES_NONE && vec.n)
+		f->names = SYM_NAMES_EXPORTS;
+	free(f->syms);
+	f->syms = NULL;
+	f->nsyms = 0;
 	finish_index(f, &vec);
 	return 0;
 }
 
-struct sym_file *sym_open_fd(int fd, const char *name)
+/* A separate debug file on this machine, when the object lacks a symbol table or DWARF. */
+static void find_debug_file(struct sym_file *f, const char *root)
+{
+	if (find_section(f->elf, SHT_SYMTAB) && has_dwarf(f->elf))
+		return;
+	int fd = debugfile_find(f->name, root, f->build_id, f->link, f->link_crc, &f->dbg_how);
+	if (fd < 0)
+		return;
+	struct stat st;
+	f->dbg = open_elf_fd(fd, f->name, 1, &st);
+	close(fd);
+	if (!f->dbg)
+		f->dbg_how = DEBUGFILE_NONE;
+}
+
+struct sym_file *sym_open_fd_at(int fd, const char *name, const char *root)
 {
 	struct sym_file *f;
 
 	if (libelf_ready() < 0)
 		return NULL;
 	f = calloc(1, sizeof(*f));
-	if (!f) {
+	if (!f || !(f->name = strdup(name))) {
+		free(f);
 		error_errno("cannot open %s", name);
 		return NULL;
 	}
@@ -427,12 +545,19 @@ struct sym_file *sym_open_fd(int fd, const char *name)
 	if (index_segments(f, name) < 0)
 		goto fail;
 	find_build_id(f);
-	if (index_symbols(f, name) < 0)
+	find_debuglink(f);
+	find_debug_file(f, root);
+	if (index_symbols(f) < 0)
 		goto fail;
 	return f;
 fail:
 	sym_close(f);
 	return NULL;
+}
+
+struct sym_file *sym_open_fd(int fd, const char *name)
+{
+	return sym_open_fd_at(fd, name, NULL);
 }
 
 struct sym_file *sym_open(const char *path)
@@ -448,6 +573,79 @@ struct sym_file *sym_open(const char *path)
 	return f;
 }
 
+enum sym_names sym_names(const struct sym_file *f)
+{
+	return f->names;
+}
+
+/* The DWARF: the object's own, else the debug file's; opened on first use. */
+static Dwarf *dwarf_of(struct sym_file *f)
+{
+	if (f->dw_state == 0) {
+		f->dw_state = -1;
+		Elf *e = has_dwarf(f->elf) ? f->elf : has_dwarf(f->dbg) ? f->dbg : NULL;
+		if (e && (f->dw = dwarf_begin_elf(e, DWARF_C_READ, NULL)) != NULL)
+			f->dw_state = 1;
+	}
+	return f->dw;
+}
+
+int sym_has_lines(struct sym_file *f)
+{
+	return dwarf_of(f) != NULL;
+}
+
+const char *sym_debug_origin(const struct sym_file *f)
+{
+	if (f->dw_state == 1 && !has_dwarf(f->dbg))
+		return "the object itself";
+	switch (f->dbg_how) {
+	case DEBUGFILE_BUILD_ID: return "a debug file found by build id";
+	case DEBUGFILE_LINK: return "a debug file found by .gnu_debuglink";
+	case DEBUGFILE_DEBUGINFOD: return "debuginfod";
+	case DEBUGFILE_NONE: break;
+	}
+	return f->names == SYM_NAMES_MINI ? "MiniDebugInfo" : NULL;
+}
+
+int sym_source(struct sym_file *f, uint64_t offset, struct sym_srcframe *out)
+{
+	Dwarf *dw = dwarf_of(f);
+	return dw ? srcline_lookup(dw, offset + f->bias, out) : 0;
+}
+
+int sym_fetch_debug(struct sym_file *f, const char **why)
+{
+	if (dwarf_of(f))
+		return 0;
+	if (f->fetched) {
+		*why = "asked already";
+		return -1;
+	}
+	f->fetched = 1;
+	int fd = debugfile_fetch(f->build_id, why);
+	if (fd < 0)
+		return -1;
+	struct stat st;
+	Elf *e = open_elf_fd(fd, f->name, 1, &st);
+	close(fd);
+	if (!e) {
+		*why = "the server's file is not an x86-64 ELF debug file";
+		return -1;
+	}
+	/* The names indexed so far may point into the debug file they came from: it stays open. */
+	if (f->dbg)
+		f->dbg_old = f->dbg;
+	f->dbg = e;
+	f->dbg_how = DEBUGFILE_DEBUGINFOD;
+	f->dw_state = 0;
+	if (f->names != SYM_NAMES_FULL && find_section(e, SHT_SYMTAB) && index_symbols(f) < 0)
+		return *why = "out of memory", -1;
+	if (!dwarf_of(f))
+		*why = "the server's file has no DWARF";
+	return f->dw ? 0 : -1;
+}
+
 void sym_close(struct sym_file *f)
 {
 	if (!f)
@@ -455,8 +653,17 @@ void sym_close(struct sym_file *f)
 	free(f->syms);
 	free(f->segs);
 	free(f->build_id);
+	free(f->name);
+	free(f->link);
+	if (f->dw)
+		dwarf_end(f->dw);
 	if (f->dbg)
 		elf_end(f->dbg);
+	if (f->dbg_old)
+		elf_end(f->dbg_old);
+	if (f->mini)
+		elf_end(f->mini);
+	free(f->mini_buf);
 	if (f->elf)
 		elf_end(f->elf);
 	free(f);

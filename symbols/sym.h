@@ -15,9 +15,14 @@
 
 struct sym_file;
 
-/* Opens and indexes an ELF file (.symtab, else .dynsym; also a separate debug
- * file under /usr/lib/debug/.build-id when the object is stripped).
- * Returns NULL after error() when path is not a readable ELF file. sym_close frees. */
+/*
+ * Opens and indexes an ELF file: function names from its .symtab, else from
+ * its separate debug file (found on this machine as debugfile.h says: by
+ * build id, then by .gnu_debuglink), else from MiniDebugInfo, else from
+ * .dynsym (exported functions only). The separate debug file is also looked
+ * for when the object has a .symtab but no DWARF, for sym_source.
+ * Returns NULL after error() when path is not a readable ELF file. sym_close frees.
+ */
 struct sym_file *sym_open(const char *path);
 /*
  * The same for the file open on fd, named name in messages (the path a user
@@ -25,7 +30,42 @@ struct sym_file *sym_open(const char *path);
  * which it may do at once.
  */
 struct sym_file *sym_open_fd(int fd, const char *name);
+/*
+ * The same for an object the target names name and sees under root
+ * ("/proc/PID/root", or NULL for ours): its debug files are looked for under
+ * root first, then on the host (either way matched by build id or CRC).
+ */
+struct sym_file *sym_open_fd_at(int fd, const char *name, const char *root);
 void sym_close(struct sym_file *f);
+
+/* Where a file's function names come from. */
+enum sym_names {
+	SYM_NAMES_NONE = 0,   /* no symbol table at all */
+	SYM_NAMES_EXPORTS,    /* .dynsym only: exported functions; static ones show as their neighbours */
+	SYM_NAMES_MINI,       /* MiniDebugInfo (with .dynsym) */
+	SYM_NAMES_FULL,       /* a full .symtab, the object's own or its debug file's */
+};
+enum sym_names sym_names(const struct sym_file *f);
+
+/*
+ * Source lines (libdw, symbols/srcline.h) for module offset `offset`:
+ * innermost first, the calls inlined there, then the function holding them.
+ * Writes up to SRCLINE_MAX entries to out and returns their number; 0 when
+ * the object has no DWARF for it, -1 when memory runs out. The DWARF is
+ * opened on first use, not by sym_open: tracing never pays for it.
+ */
+struct sym_srcframe;
+int sym_source(struct sym_file *f, uint64_t offset, struct sym_srcframe *out);
+/* Whether f has DWARF for sym_source (opens it). */
+int sym_has_lines(struct sym_file *f);
+/*
+ * Asks the debuginfod servers in DEBUGINFOD_URLS for f's debug file, by
+ * build id, once per file, when f has no DWARF yet. Returns 0 when f has
+ * DWARF afterwards, else -1 with *why (static text).
+ */
+int sym_fetch_debug(struct sym_file *f, const char **why);
+/* Where f's DWARF or names came from, for the report ("a debug file found by build id"), or NULL. */
+const char *sym_debug_origin(const struct sym_file *f);
 
 /* The GNU build id as lower-case hex, or NULL. Owned by f. */
 const char *sym_build_id(const struct sym_file *f);

@@ -193,9 +193,11 @@ static void build(struct snap *s)
 	s->n_frames = 10;
 	s->frames = calloc(10, sizeof(*s->frames));
 	s->frames[0] = (struct snap_frame){ .module = 0, .offset = 0x1234, .function = strdup("main") };
-	s->frames[1] = (struct snap_frame){ .module = 0, .offset = 0x1300, .function = strdup("make_big") };
+	/* A native frame with its source line, and (3) an inlined call without one. */
+	s->frames[1] = (struct snap_frame){ .module = 0, .offset = 0x1300, .function = strdup("make_big"),
+					    .file = strdup("/home/u/src/big.c"), .line = 42 };
 	s->frames[2] = (struct snap_frame){ .module = 1, .offset = 0x94ac3, .function = strdup("start_thread") };
-	s->frames[3] = (struct snap_frame){ .module = 0, .offset = 0x1400, .function = NULL };
+	s->frames[3] = (struct snap_frame){ .module = 0, .offset = 0x1400, .function = NULL, .inlined = 1 };
 	s->frames[4] = (struct snap_frame){ .module = -1, .offset = 0, .function = strdup("[before attach]") };
 	s->frames[5] = (struct snap_frame){ .module = -1, .offset = 0xffffffffff600000ull, .function = strdup("main") };
 	/* Python frames, with a native one between them: one numbering for both. */
@@ -303,6 +305,7 @@ static void assert_snap_eq(const struct snap *a, const struct snap *b)
 		assert_str_eq_or_null(a->frames[i].function, b->frames[i].function);
 		assert_str_eq_or_null(a->frames[i].file, b->frames[i].file);
 		ck_assert_uint_eq(a->frames[i].line, b->frames[i].line);
+		ck_assert_int_eq(a->frames[i].inlined, b->frames[i].inlined);
 	}
 	ck_assert_uint_eq(a->n_nodes, b->n_nodes);
 	for (i = 1; i < a->n_nodes; i++) {
@@ -395,7 +398,7 @@ START_TEST(test_strings_interned)
 	}
 	ck_assert_uint_eq(libc, 1);
 	ck_assert_uint_eq(mains, 1);
-	ck_assert(!strncmp(text, "ptfil-snapshot 2\n", 17));
+	ck_assert(!strncmp(text, "ptfil-snapshot 3\n", 17));
 	ck_assert(len >= 3 && !strcmp(text + len - 3, "\ne\n"));
 	free(text);
 }
@@ -980,8 +983,9 @@ static const struct bad_case bad_cases[] = {
 	{ 9, "x -2", 9, "exit status -2 out of range" },
 	{ 9, "x 2147483648", 9, "exit status 2147483648 out of range" },
 	{ 6, "i 99999999999999999999", 6, "pid '99999999999999999999' out of range" },
-	{ 1, "ptfil-snapshot 7", 1, "snapshot format 7 is newer than this check_ptfil reads (2); upgrade ptfil" },
-	{ 1, "ptfil-snapshot 3", 1, "snapshot format 3 is newer than this check_ptfil reads (2); upgrade ptfil" },
+	{ 1, "ptfil-snapshot 7", 1, "snapshot format 7 is newer than this check_ptfil reads (3); upgrade ptfil" },
+	{ 1, "ptfil-snapshot 4", 1, "snapshot format 4 is newer than this check_ptfil reads (3); upgrade ptfil" },
+	{ 1, "ptfil-snapshot 3", 0, NULL },
 	{ 1, "ptfil-snapshot 2", 0, NULL },
 	/* Python frames are format 2: a format-1 file refuses them as a format-1 reader would. */
 	{ 18, "y 1 - 2", 18, "unknown tag 'y' in a format 1 snapshot (Python frames are format 2)" },
@@ -1016,6 +1020,25 @@ static const struct bad_case bad_cases_v2[] = {
 	{ 18, "y", 18, "expected 3 fields, found none" },
 	{ 18, "yy 1 - 2", 18, "unknown tag 'yy'" },
 	{ 18, "n 0 1", 18, "frame 1 refers to nothing" },
+	/* Native source lines are format 3: a format-2 file refuses them as a format-2 reader would. */
+	{ 18, "g 0 10 - 2 7 0", 18, "unknown tag 'g' in a format 2 snapshot (native source lines are format 3)" },
+};
+
+/* The same, in a format-3 document: native frames with source lines (`g`) are known. */
+static const struct bad_case bad_cases_v3[] = {
+	{ 18, "g 0 10 - 2 7 0", 0, NULL },
+	{ 18, "g -1 10 1 - 0 1", 0, NULL },
+	{ 18, "g 0 10 - 2 4294967295 1", 0, NULL },
+	{ 18, "g 0 10 - 2 4294967296 0", 18, "line number 4294967296 out of range" },
+	{ 18, "g 0 10 - 2 7 2", 18, "inlined flag 2 is neither 0 nor 1" },
+	{ 18, "g 0 10 - 2 7 -1", 18, "malformed inlined flag '-1'" },
+	{ 18, "g 1 10 - 2 7 0", 18, "module 1 out of range" },
+	{ 18, "g 0 1A - 2 7 0", 18, "malformed offset" },
+	{ 18, "g 0 10 - 9 7 0", 18, "string 9 refers to nothing" },
+	{ 18, "g 0 10 - 2 7", 18, "expected 6 fields, found 5" },
+	{ 18, "g 0 10 - 2 7 0 0", 18, "too many fields (expected 6)" },
+	{ 18, "y 12 1 2", 0, NULL },
+	{ 18, "n 0 1", 18, "frame 1 refers to nothing" },
 };
 
 static void check_case(const struct bad_case *c, int i, unsigned version)
@@ -1023,8 +1046,8 @@ static void check_case(const struct bad_case *c, int i, unsigned version)
 	size_t len;
 	struct snap s;
 	char *d = doc(c->at, c->line, &len);
-	if (version == 2)
-		d[strlen("ptfil-snapshot ")] = '2';
+	if (version >= 2)
+		d[strlen("ptfil-snapshot ")] = (char)('0' + version);
 	capture_start();
 	int rc = snap_read_mem(d, len, "case.txt", &s);
 	char *msg = capture_end();
@@ -1051,6 +1074,12 @@ END_TEST
 START_TEST(test_bad_records_v2)
 {
 	check_case(&bad_cases_v2[_i], _i, 2);
+}
+END_TEST
+
+START_TEST(test_bad_records_v3)
+{
+	check_case(&bad_cases_v3[_i], _i, 3);
 }
 END_TEST
 
@@ -1234,6 +1263,7 @@ Suite *snap_suite(void)
 	tcase_add_test(tc, test_missing_file);
 	tcase_add_loop_test(tc, test_bad_records, 0, (int)(sizeof(bad_cases) / sizeof(bad_cases[0])));
 	tcase_add_loop_test(tc, test_bad_records_v2, 0, (int)(sizeof(bad_cases_v2) / sizeof(bad_cases_v2[0])));
+	tcase_add_loop_test(tc, test_bad_records_v3, 0, (int)(sizeof(bad_cases_v3) / sizeof(bad_cases_v3[0])));
 	tcase_add_test(tc, test_after_end_and_long_lines);
 	tcase_add_test(tc, test_gzip_error_messages);
 	tcase_add_test(tc, test_blank_lines_limited);
