@@ -23,6 +23,7 @@ void snap_fin(struct snap *s)
 		for (i = 0; i < s->n_modules; i++) {
 			free(s->modules[i].path);
 			free(s->modules[i].build_id);
+			free(s->modules[i].package);
 		}
 	free(s->modules);
 	if (s->frames)

@@ -19,11 +19,23 @@ enum snap_kind {
 	SNAP_KIND_PSEUDO = 'p', /* memory with no call stack: main thread stack, before attach */
 };
 
+/* Where a module's function names came from (format 3 on; 0 when the snapshot does not say). */
+enum snap_symbols {
+	SNAP_SYMBOLS_UNKNOWN = 0,
+	SNAP_SYMBOLS_NONE = 'n',     /* no symbol table: frames show module + offset */
+	SNAP_SYMBOLS_EXPORTS = 'e',  /* exported functions only (.dynsym): static functions misnamed or unnamed */
+	SNAP_SYMBOLS_MINI = 'm',     /* MiniDebugInfo: every function, no lines */
+	SNAP_SYMBOLS_FULL = 'f',     /* a full symbol table (the object's or its debug file's) */
+};
+
 /* A loaded object: executable, shared library. */
 struct snap_module {
 	char *path;      /* as the target saw it */
 	char *build_id;  /* lower-case hex, or NULL when the object has none */
 	uint64_t base;   /* address where file offset 0 was mapped, in the target */
+	char symbols;    /* enum snap_symbols */
+	int lines;       /* 1 when its debug information gave source lines */
+	char *package;   /* the distribution package that installed it ("libc6"), or NULL */
 };
 
 /* What a frame is: machine code, or a line of Python code read from the interpreter. */

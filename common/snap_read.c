@@ -578,6 +578,27 @@ static int record(struct reader *r)
 		s->n_frames++;
 		return parse_str(r, f[2], 1, &fr->function, "string");
 	}
+	case SNAP_TAG_DEBUGINFO: {
+		if (s->version < SNAP_VERSION_SRCFRAME)
+			return bad(r, "unknown tag 'u' in a format %u snapshot (debug information records are format %d)",
+				   s->version, SNAP_VERSION_SRCFRAME);
+		if (split(r, f, 4) < 0)
+			return -1;
+		uint64_t lines = 0;
+		if (parse_int(r, f[0], 0, (long long)s->n_modules - 1, &ll, "module") < 0 ||
+		    parse_u64(r, f[2], &lines, "lines flag") < 0)
+			return -1;
+		struct snap_module *m = &s->modules[ll];
+		if (m->symbols)
+			return bad(r, "second 'u' record for module %lld", ll);
+		if (strlen(f[1]) != 1 || !strchr("nemf", f[1][0]))
+			return bad(r, "unknown symbol source '%.8s'", f[1]);
+		if (lines > 1)
+			return bad(r, "lines flag %llu is neither 0 nor 1", (unsigned long long)lines);
+		m->symbols = f[1][0];
+		m->lines = (int)lines;
+		return parse_str(r, f[3], 1, &m->package, "string");
+	}
 	case SNAP_TAG_SRCFRAME: {
 		/* A reader of format 2 refuses `g` as an unknown tag: so does this one, in such a file. */
 		if (s->version < SNAP_VERSION_SRCFRAME)

@@ -26,6 +26,7 @@ enum snap_tag {
 	SNAP_TAG_PAGESIZE = 'z',   /* z BYTES */
 	SNAP_TAG_PEAK = 'p',       /* p TIME CHARGED RESERVED RSS */
 	SNAP_TAG_MODULE = 'm',     /* m PATH BUILDID|- BASEHEX */
+	SNAP_TAG_DEBUGINFO = 'u',  /* u MODULE SYMBOLS LINES PACKAGE|-: what debug information a module had (format 3 on) */
 	SNAP_TAG_FRAME = 'f',      /* f MODULE|-1 OFFSETHEX FUNCTION|- */
 	SNAP_TAG_PYFRAME = 'y',    /* y LINE FUNCTION|- FILE: a Python frame (format 2 on) */
 	SNAP_TAG_SRCFRAME = 'g',   /* g MODULE|-1 OFFSETHEX FUNCTION|- FILE|- LINE INLINED: a native

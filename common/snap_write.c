@@ -357,6 +357,12 @@ static void put_snap(struct writer *w, const struct snap *s)
 		rec_opt_str(w, &r, s->modules[i].build_id);
 		rec_fmt(&r, " %llx", (unsigned long long)s->modules[i].base);
 		rec_end(w, &r);
+		if (s->modules[i].symbols) {
+			rec_start(&r, SNAP_TAG_DEBUGINFO);
+			rec_fmt(&r, " %zu %c %d", i, s->modules[i].symbols, s->modules[i].lines ? 1 : 0);
+			rec_opt_str(w, &r, s->modules[i].package);
+			rec_end(w, &r);
+		}
 	}
 	/* Native and Python frames share one numbering, in the order of frames[]. */
 	for (i = 0; i < s->n_frames && !w->failed; i++) {

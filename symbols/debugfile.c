@@ -1,4 +1,5 @@
 /* Separate debug files: by build id, by debuglink, from debuginfod (see debugfile.h). */
+#include <dirent.h>
 #include <elfutils/debuginfod.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -193,4 +194,53 @@ int debugfile_fetch(const char *build_id, const char **why)
 		return fd;
 	*why = fd == -ENOENT ? "no debuginfod server has it" : "the debuginfod servers could not be reached";
 	return -1;
+}
+
+/* Whether the dpkg file list at path has a line equal to one of want[0..n). */
+static int list_has(const char *path, const char *const *want, size_t n)
+{
+	FILE *fp = fopen(path, "re");
+	if (!fp)
+		return 0;
+	char line[PATH_MAX + 2];
+	int found = 0;
+	while (!found && fgets(line, sizeof(line), fp)) {
+		line[strcspn(line, "\n")] = '\0';
+		for (size_t i = 0; i < n && !found; i++)
+			found = strcmp(line, want[i]) == 0;
+	}
+	fclose(fp);
+	return found;
+}
+
+char *debugfile_package(const char *path)
+{
+	if (!path || *path != '/')
+		return NULL;
+	/* Debian lists a file under the name its package shipped it as: /lib or /usr/lib (merged /usr), or a link's target. */
+	char alt[PATH_MAX + 8], *real = realpath(path, NULL);
+	const char *want[3] = { path, alt, real };
+	size_t n = 2;
+	if (strncmp(path, "/usr/", 5) == 0)
+		snprintf(alt, sizeof(alt), "%s", path + 4);
+	else
+		snprintf(alt, sizeof(alt), "/usr%s", path);
+	if (real && strcmp(real, path) != 0)
+		n = 3;
+	DIR *d = opendir("/var/lib/dpkg/info");
+	char *pkg = NULL;
+	struct dirent *de;
+	while (d && !pkg && (de = readdir(d)) != NULL) {
+		size_t len = strlen(de->d_name);
+		if (len < 6 || strcmp(de->d_name + len - 5, ".list") != 0)
+			continue;
+		char lp[PATH_MAX];
+		snprintf(lp, sizeof(lp), "/var/lib/dpkg/info/%s", de->d_name);
+		if (list_has(lp, want, n))
+			pkg = strndup(de->d_name, strcspn(de->d_name, ":") < len - 5 ? strcspn(de->d_name, ":") : len - 5);
+	}
+	if (d)
+		closedir(d);
+	free(real);
+	return pkg;
 }

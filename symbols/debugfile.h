@@ -49,6 +49,14 @@ int debugfile_find(const char *path, const char *root, const char *build_id, con
  */
 int debugfile_fetch(const char *build_id, const char **why);
 
+/*
+ * The Debian package that installed the file at path ("libc6",
+ * "python3.11-minimal"), from dpkg's file lists, or NULL (not installed by
+ * dpkg, or no dpkg). The caller frees it. Reads every list: call it for the
+ * few modules a report asks about, not per frame.
+ */
+char *debugfile_package(const char *path);
+
 /* Whether DEBUGINFOD_URLS names at least one server. */
 int debugfile_have_servers(void);
 

@@ -87,8 +87,19 @@ int srcline_lookup(Dwarf *dw, uint64_t vaddr, struct sym_srcframe *out)
 	if (dwarf_cu_info(cudie.cu, &version, NULL, NULL, NULL, NULL, NULL, NULL))
 		version = 4;
 
+	/*
+	 * The innermost scope holding vaddr, then the scopes that hold that DIE
+	 * in the compiled function's own tree: dwarf_getscopes alone goes on,
+	 * after an inlined call, into the inlined function's abstract definition.
+	 */
 	Dwarf_Die *scopes = NULL;
 	int ns = dwarf_getscopes(&cudie, vaddr, &scopes);
+	if (ns > 0) {
+		Dwarf_Die inner = scopes[0];
+		free(scopes);
+		scopes = NULL;
+		ns = dwarf_getscopes_die(&inner, &scopes);
+	}
 	int n = 0, rc = 0;
 	for (int i = 0; i < ns && rc == 0; i++) {
 		int tag = dwarf_tag(&scopes[i]);

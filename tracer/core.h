@@ -66,6 +66,11 @@ struct tracer {
 		int copied;         /* from a stack copy the kernel took (capture_copied): no Python frames */
 		double begin_s;     /* seconds spent in capture_begin */
 	} capture;
+	struct srcmemo *src;       /* source lines of stack frame i, resolved when written (export.c) */
+	size_t n_src;
+	uint64_t src_lookups;      /* frames looked up in DWARF, for the counters */
+	double src_seconds;        /* time spent resolving them and fetching debug files */
+	uint64_t src_fetched;      /* debug files fetched from debuginfod */
 	uint32_t main_stack_node;
 	uint32_t new_thread_frame; /* the "[new thread]" pseudo frame, STACKS_FAILED until made */
 	uint32_t py_cut_frame;     /* the frame standing for Python frames cut off (PY_MAX_FRAMES), STACKS_FAILED until made */

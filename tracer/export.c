@@ -5,6 +5,8 @@
 
 #include "common/error.h"
 #include "common/snap.h"
+#include "symbols/debugfile.h"
+#include "symbols/srcline.h"
 #include "symbols/sym.h"
 #include "tracer/core.h"
 #include "tracer/export.h"
@@ -60,7 +62,142 @@ static int counter(struct snap *s, size_t *k, const char *name, uint64_t v)
 	return s->counters[(*k)++].name ? 0 : -1;
 }
 
-static int build(struct tracer *T, struct proc *p, int live, struct snap *s)
+/* How stack frames and nodes became snapshot frames and nodes (build's scratch, freed by its caller). */
+struct remap {
+	uint32_t *first;  /* first snapshot frame of stack frame i; first[n_frames] is their number */
+	uint32_t *node;   /* snapshot node of stack node m: the innermost of its chain */
+};
+
+/* The source lines of one stack frame, resolved once per run. */
+struct srcmemo {
+	int done;
+	int n;                    /* entries in v: 0 when the frame has none */
+	struct sym_srcframe *v;   /* innermost first (sym_source) */
+};
+
+void export_fin(struct tracer *T)
+{
+	for (size_t i = 0; i < T->n_src; i++) {
+		srcline_free(T->src[i].v, (size_t)T->src[i].n);
+		free(T->src[i].v);
+	}
+	free(T->src);
+	T->src = NULL;
+	T->n_src = 0;
+}
+
+/* The source of stack frame i (a native frame in a module with DWARF): its entries, 0 when none. */
+static int frame_source(struct tracer *T, uint32_t i, struct sym_srcframe **v)
+{
+	*v = NULL;
+	if (i >= T->n_src) {
+		size_t n = T->stacks.n_frames;
+		struct srcmemo *m = realloc(T->src, n * sizeof(*m));
+		if (!m)
+			return 0;  /* without lines, not without a snapshot */
+		memset(m + T->n_src, 0, (n - T->n_src) * sizeof(*m));
+		T->src = m;
+		T->n_src = n;
+	}
+	struct srcmemo *m = &T->src[i];
+	if (!m->done) {
+		m->done = 1;
+		const struct stacks_frame *f = &T->stacks.frames[i];
+		struct sym_file *sym = f->module < T->reg.n && !f->name ? T->reg.v[f->module].sym : NULL;
+		struct sym_srcframe tmp[SRCLINE_MAX];
+		int n = sym ? sym_source(sym, f->offset, tmp) : 0;
+		T->src_lookups += sym != NULL;
+		if (n > 0 && (m->v = malloc((size_t)n * sizeof(*m->v))) != NULL) {
+			memcpy(m->v, tmp, (size_t)n * sizeof(*m->v));
+			m->n = n;
+		} else if (n > 0) {
+			srcline_free(tmp, (size_t)n);
+		}
+	}
+	*v = m->v;
+	return m->n;
+}
+
+/* Modules used by some frame: mark[g] = 1. NULL when memory runs out. */
+static char *used_modules(struct tracer *T)
+{
+	char *used = calloc(T->reg.n ? T->reg.n : 1, 1);
+	for (size_t i = 0; used && i < T->stacks.n_frames; i++) {
+		const struct stacks_frame *f = &T->stacks.frames[i];
+		if (!f->name && f->module < T->reg.n)
+			used[f->module] = 1;
+	}
+	return used;
+}
+
+/*
+ * With DEBUGINFOD_URLS set, the debug files of the modules in the stacks
+ * that have no DWARF here: asked once per file, by build id.
+ */
+static void fetch_debug_files(struct tracer *T)
+{
+	if (!debugfile_have_servers())
+		return;
+	char *used = used_modules(T);
+	for (size_t g = 0; used && g < T->reg.n; g++) {
+		struct sym_file *sym = T->reg.v[g].sym;
+		const char *why;
+		if (used[g] && sym && !sym_has_lines(sym) && sym_build_id(sym) && sym_fetch_debug(sym, &why) == 0)
+			T->src_fetched++;
+	}
+	free(used);
+}
+
+static char symbols_kind(enum sym_names n)
+{
+	switch (n) {
+	case SYM_NAMES_NONE: return SNAP_SYMBOLS_NONE;
+	case SYM_NAMES_EXPORTS: return SNAP_SYMBOLS_EXPORTS;
+	case SYM_NAMES_MINI: return SNAP_SYMBOLS_MINI;
+	case SYM_NAMES_FULL: return SNAP_SYMBOLS_FULL;
+	}
+	return SNAP_SYMBOLS_UNKNOWN;
+}
+
+/*
+ * The modules, with what debug information each had; for those in the
+ * stacks that lacked names or lines, the package that installed them, which
+ * the report names (its -dbgsym package would give them).
+ */
+static int fill_modules(struct tracer *T, struct snap *s)
+{
+	s->modules = calloc(T->reg.n ? T->reg.n : 1, sizeof(*s->modules));
+	char *used = used_modules(T);
+	if (!s->modules || !used) {
+		free(used);
+		return -1;
+	}
+	s->n_modules = T->reg.n;
+	for (size_t i = 0; i < T->reg.n; i++) {
+		struct modreg_entry *e = &T->reg.v[i];
+		struct snap_module *m = &s->modules[i];
+		m->path = strdup(e->path);
+		m->build_id = dup_or_null(e->build_id); /* as mapped: the file may be gone or replaced */
+		m->base = e->base;
+		if (!m->path) {
+			free(used);
+			return -1;
+		}
+		if (!e->sym)
+			continue;
+		m->symbols = symbols_kind(sym_names(e->sym));
+		m->lines = sym_has_lines(e->sym);
+		if (used[i] && (!m->lines || m->symbols != SNAP_SYMBOLS_FULL) && !e->package_done) {
+			e->package_done = 1;
+			e->package = debugfile_package(e->path);
+		}
+		m->package = dup_or_null(e->package);
+	}
+	free(used);
+	return 0;
+}
+
+static int build(struct tracer *T, struct proc *p, int live, struct snap *s, struct remap *rm)
 {
 	s->version = SNAP_FORMAT_VERSION;
 	s->ptfil_version = strdup(PTFIL_VERSION);
@@ -89,25 +226,30 @@ static int build(struct tracer *T, struct proc *p, int live, struct snap *s)
 	s->vmhwm = p->vmhwm;
 	s->page_size = (uint64_t)sysconf(_SC_PAGESIZE);
 
-	s->modules = calloc(T->reg.n ? T->reg.n : 1, sizeof(*s->modules));
-	if (!s->modules)
+	/*
+	 * Frames: each stack frame, preceded by the calls the compiler inlined
+	 * at its address (innermost first), so that frames first[i] ..
+	 * first[i + 1] - 1 stand for stack frame i, itself the last of them.
+	 */
+	double t_src = tracer_now(T);
+	fetch_debug_files(T);
+	size_t nf = T->stacks.n_frames;
+	if (!(rm->first = calloc(nf + 1, sizeof(*rm->first))))
 		return -1;
-	s->n_modules = T->reg.n;
-	for (size_t i = 0; i < T->reg.n; i++) {
-		const struct modreg_entry *e = &T->reg.v[i];
-		s->modules[i].path = strdup(e->path);
-		s->modules[i].build_id = dup_or_null(e->build_id); /* as mapped: the file may be gone or replaced */
-		s->modules[i].base = e->base;
-		if (!s->modules[i].path)
-			return -1;
+	size_t n_out = 0;
+	for (size_t i = 0; i < nf; i++) {
+		struct sym_srcframe *v;
+		int n = frame_source(T, (uint32_t)i, &v);
+		rm->first[i] = (uint32_t)n_out;
+		n_out += n > 1 ? (size_t)n : 1;
 	}
-	s->frames = calloc(T->stacks.n_frames ? T->stacks.n_frames : 1, sizeof(*s->frames));
-	if (!s->frames)
+	rm->first[nf] = (uint32_t)n_out;
+	if (n_out > UINT32_MAX - 1 || !(s->frames = calloc(n_out ? n_out : 1, sizeof(*s->frames))))
 		return -1;
-	s->n_frames = T->stacks.n_frames;
-	for (size_t i = 0; i < T->stacks.n_frames; i++) {
+	s->n_frames = n_out;
+	for (size_t i = 0; i < nf; i++) {
 		const struct stacks_frame *f = &T->stacks.frames[i];
-		struct snap_frame *o = &s->frames[i];
+		struct snap_frame *o = &s->frames[rm->first[i + 1] - 1];
 		o->offset = f->offset;
 		if (f->module == STACKS_PY_MODULE) {
 			const struct pyname *py = &T->pynames.v[f->offset >> 32];
@@ -119,28 +261,70 @@ static int build(struct tracer *T, struct proc *p, int live, struct snap *s)
 			o->file = strdup(py->file);
 			if (!o->function || !o->file)
 				return -1;
-		} else if (f->name) {
+			continue;
+		}
+		if (f->name) {
 			o->module = -1;
 			o->function = strdup(f->name);
-		} else if (f->module == STACKS_NO_MODULE) {
+			continue;
+		}
+		if (f->module == STACKS_NO_MODULE) {
 			o->module = -1;
-		} else {
-			o->module = (int32_t)f->module;
-			const struct modreg_entry *e = &T->reg.v[f->module];
-			const char *name = e->sym ? sym_lookup(e->sym, f->offset, NULL) : NULL;
-			/* C++ names are written demangled: the snapshot is read by people. */
-			o->function = sym_demangle(name);
-			if (!o->function)
-				o->function = dup_or_null(name);
+			continue;
+		}
+		o->module = (int32_t)f->module;
+		const struct modreg_entry *e = &T->reg.v[f->module];
+		const char *name = e->sym ? sym_lookup(e->sym, f->offset, NULL) : NULL;
+		/* C++ names are written demangled: the snapshot is read by people. */
+		o->function = sym_demangle(name);
+		if (!o->function)
+			o->function = dup_or_null(name);
+		struct sym_srcframe *v;
+		int n = frame_source(T, (uint32_t)i, &v);
+		if (n <= 0)
+			continue;
+		/* The function that holds the address: its symbol's name, the DWARF's when it has none. */
+		const struct sym_srcframe *fn = &v[n - 1];
+		if (!o->function)
+			o->function = dup_or_null(fn->function);
+		o->file = dup_or_null(fn->file);
+		o->line = fn->line;
+		if ((fn->function && !o->function) || (fn->file && !o->file))
+			return -1;
+		for (int j = 0; j < n - 1; j++) {
+			struct snap_frame *q = &s->frames[rm->first[i] + (uint32_t)j];
+			q->module = o->module;
+			q->offset = o->offset;
+			q->function = dup_or_null(v[j].function);
+			q->file = dup_or_null(v[j].file);
+			q->line = v[j].line;
+			q->inlined = 1;
+			if ((v[j].function && !q->function) || (v[j].file && !q->file))
+				return -1;
 		}
 	}
-	s->nodes = calloc(T->stacks.n_nodes, sizeof(*s->nodes));
-	if (!s->nodes)
+	T->src_seconds += tracer_now(T) - t_src;
+	if (fill_modules(T, s))
 		return -1;
-	s->n_nodes = T->stacks.n_nodes;
-	for (size_t i = 0; i < T->stacks.n_nodes; i++) {
-		s->nodes[i].parent = T->stacks.nodes[i].parent;
-		s->nodes[i].frame = T->stacks.nodes[i].frame;
+	/* Nodes: stack node m becomes a chain, its frame's inlined calls below it; rm->node[m] is the chain's innermost. */
+	size_t nn = T->stacks.n_nodes, total_nodes = 1;
+	for (size_t m = 1; m < nn; m++) {
+		uint32_t fi = T->stacks.nodes[m].frame;
+		total_nodes += rm->first[fi + 1] - rm->first[fi];
+	}
+	if (total_nodes > UINT32_MAX || !(rm->node = calloc(nn ? nn : 1, sizeof(*rm->node))) ||
+	    !(s->nodes = calloc(total_nodes, sizeof(*s->nodes))))
+		return -1;
+	s->n_nodes = total_nodes;
+	size_t k_node = 1;
+	for (size_t m = 1; m < nn; m++) {
+		uint32_t fi = T->stacks.nodes[m].frame;
+		uint32_t parent = rm->node[T->stacks.nodes[m].parent];
+		for (uint32_t j = rm->first[fi + 1]; j-- > rm->first[fi];) {
+			s->nodes[k_node] = (struct snap_node){ parent, j };
+			parent = (uint32_t)k_node++;
+		}
+		rm->node[m] = parent;
 	}
 	const struct ledger *l = &p->ledger;
 	if (live) {
@@ -161,6 +345,11 @@ static int build(struct tracer *T, struct proc *p, int live, struct snap *s)
 	}
 	if (fill_stacks(l, l->by_stack, l->n_stacks, &s->live, &s->n_live))
 		return -1;
+	/* The stacks named stack nodes: they name snapshot nodes, inlined calls included. */
+	for (size_t i = 0; i < s->n_stacks; i++)
+		s->stacks[i].node = rm->node[s->stacks[i].node];
+	for (size_t i = 0; i < s->n_live; i++)
+		s->live[i].node = rm->node[s->live[i].node];
 	s->samples = calloc(p->n_samples ? p->n_samples : 1, sizeof(*s->samples));
 	if (!s->samples)
 		return -1;
@@ -188,6 +377,9 @@ static int build(struct tracer *T, struct proc *p, int live, struct snap *s)
 	    counter(s, &k, "unwind.spliced_frames", T->unw.spliced_frames) ||
 	    (T->unw.verify && counter(s, &k, "unwind.splice_mismatches", T->unw.splice_mismatches)) ||
 	    counter(s, &k, "residency.refreshes", T->refreshes) ||
+	    counter(s, &k, "symbols.lookups", T->src_lookups) ||
+	    counter(s, &k, "symbols.us", (uint64_t)(T->src_seconds * 1e6)) ||
+	    counter(s, &k, "symbols.fetched", T->src_fetched) ||
 	    counter(s, &k, "attach.unhooked_mappings", T->reconciled) ||
 	    counter(s, &k, "residency.measures", p->ledger.measures) ||
 	    counter(s, &k, "heap.allocs", p->heap.allocs) ||
@@ -233,8 +425,11 @@ static int build(struct tracer *T, struct proc *p, int live, struct snap *s)
 int tracer_write_snapshot(struct tracer *T, struct proc *p, int live, const char *path)
 {
 	struct snap s;
+	struct remap rm = { NULL, NULL };
 	snap_init(&s);
-	int rc = build(T, p, live, &s);
+	int rc = build(T, p, live, &s, &rm);
+	free(rm.first);
+	free(rm.node);
 	if (rc)
 		error("out of memory building the snapshot");
 	else

@@ -13,4 +13,11 @@ struct proc;
  */
 int tracer_write_snapshot(struct tracer *T, struct proc *p, int live, const char *path);
 
+/*
+ * Source lines of native frames are resolved when a snapshot is written,
+ * once per frame for the whole run (stack frames keep their numbers), and
+ * kept for the next snapshot: this frees them.
+ */
+void export_fin(struct tracer *T);
+
 #endif

@@ -31,6 +31,7 @@ void modreg_fin(struct modreg *r)
 	for (size_t i = 0; i < r->n; i++) {
 		free(r->v[i].path);
 		free(r->v[i].build_id);
+		free(r->v[i].package);
 		free(r->v[i].eh_own);
 	}
 	free(r->v);
@@ -110,7 +111,10 @@ static struct sym_file *verified_file(struct modreg *r, pid_t tid, const struct 
 		int fresh = 0;
 		f = !mapped_id && stat_ok ? sym_cache_find_file(r->cache, &st) : NULL;
 		if (!f) {
-			f = sym_open_fd(fd, e->path);
+			/* Its debug files are looked for as the target sees them too (a container's /usr/lib/debug). */
+			char root[64];
+			snprintf(root, sizeof(root), "/proc/%d/root", (int)tid);
+			f = sym_open_fd_at(fd, e->path, root);
 			fresh = 1;
 		}
 		close(fd);

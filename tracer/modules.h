@@ -38,6 +38,8 @@ struct modreg_entry {
 	 * its base where file offset 0 would be for this part; never hooked.
 	 */
 	int copy;
+	char *package;          /* owned: the package that installed the file, once looked for (export.c) */
+	int package_done;
 	/*
 	 * The binary-search table of .eh_frame_hdr, as module offsets (see
 	 * unwind.c); or, for an object without one, eh_own: the table built from

@@ -61,6 +61,7 @@ void run_fin(struct tracer *T)
 		}
 	unwind_fin(&T->unw);
 	pynames_fin(&T->pynames);
+	export_fin(T);
 	modreg_fin(&T->reg);
 	stacks_fin(&T->stacks);
 }

@@ -186,9 +186,11 @@ static void build(struct snap *s)
 
 	s->n_modules = 3;
 	s->modules = calloc(3, sizeof(*s->modules));
-	s->modules[0] = (struct snap_module){ strdup("/usr/bin/prog with space"), strdup("0123abcdef"), 0x555555554000ull };
-	s->modules[1] = (struct snap_module){ strdup("/lib/x86_64-linux-gnu/libc.so.6"), NULL, 0x7ffff7c00000ull };
-	s->modules[2] = (struct snap_module){ strdup("/lib/x86_64-linux-gnu/libc.so.6"), strdup("ffee"), UINT64_MAX };
+	s->modules[0] = (struct snap_module){ strdup("/usr/bin/prog with space"), strdup("0123abcdef"), 0x555555554000ull, 0, 0, NULL };
+	s->modules[1] = (struct snap_module){ strdup("/lib/x86_64-linux-gnu/libc.so.6"), NULL, 0x7ffff7c00000ull,
+					      .symbols = SNAP_SYMBOLS_FULL, .lines = 1, .package = strdup("libc6") };
+	s->modules[0].symbols = SNAP_SYMBOLS_EXPORTS;
+	s->modules[2] = (struct snap_module){ strdup("/lib/x86_64-linux-gnu/libc.so.6"), strdup("ffee"), UINT64_MAX, 0, 0, NULL };
 
 	s->n_frames = 10;
 	s->frames = calloc(10, sizeof(*s->frames));
@@ -296,6 +298,9 @@ static void assert_snap_eq(const struct snap *a, const struct snap *b)
 		ck_assert_str_eq(a->modules[i].path, b->modules[i].path);
 		assert_str_eq_or_null(a->modules[i].build_id, b->modules[i].build_id);
 		ck_assert_uint_eq(a->modules[i].base, b->modules[i].base);
+		ck_assert_int_eq(a->modules[i].symbols, b->modules[i].symbols);
+		ck_assert_int_eq(a->modules[i].lines, b->modules[i].lines);
+		assert_str_eq_or_null(a->modules[i].package, b->modules[i].package);
 	}
 	ck_assert_uint_eq(a->n_frames, b->n_frames);
 	for (i = 0; i < a->n_frames; i++) {
@@ -1022,6 +1027,7 @@ static const struct bad_case bad_cases_v2[] = {
 	{ 18, "n 0 1", 18, "frame 1 refers to nothing" },
 	/* Native source lines are format 3: a format-2 file refuses them as a format-2 reader would. */
 	{ 18, "g 0 10 - 2 7 0", 18, "unknown tag 'g' in a format 2 snapshot (native source lines are format 3)" },
+	{ 18, "u 0 f 1 -", 18, "unknown tag 'u' in a format 2 snapshot" },
 };
 
 /* The same, in a format-3 document: native frames with source lines (`g`) are known. */
@@ -1039,6 +1045,13 @@ static const struct bad_case bad_cases_v3[] = {
 	{ 18, "g 0 10 - 2 7 0 0", 18, "too many fields (expected 6)" },
 	{ 18, "y 12 1 2", 0, NULL },
 	{ 18, "n 0 1", 18, "frame 1 refers to nothing" },
+	{ 18, "u 0 f 1 2", 0, NULL },
+	{ 18, "u 0 n 0 -", 0, NULL },
+	{ 18, "u 1 n 0 -", 18, "module 1 out of range" },
+	{ 18, "u 0 x 0 -", 18, "unknown symbol source 'x'" },
+	{ 18, "u 0 ff 0 -", 18, "unknown symbol source 'ff'" },
+	{ 18, "u 0 f 2 -", 18, "lines flag 2 is neither 0 nor 1" },
+	{ 18, "u 0 f 1", 18, "expected 4 fields, found 3" },
 };
 
 static void check_case(const struct bad_case *c, int i, unsigned version)
