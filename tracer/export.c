@@ -410,6 +410,7 @@ static int build(struct tracer *T, struct proc *p, int live, struct snap *s, str
 	const struct pystats *ps = &T->pystats;
 	if (p->py.state == PY_READY &&
 	    (counter(s, &k, "python.minor_version", p->py.l->minor) ||
+	     counter(s, &k, "python.layout_debug_offsets", (uint64_t)p->py.l->debug_offsets) ||
 	     counter(s, &k, "python.stacks", ps->stacks) || counter(s, &k, "python.frames", ps->frames) ||
 	     counter(s, &k, "python.reads", ps->reads) || counter(s, &k, "python.code_decodes", ps->code_decodes) ||
 	     counter(s, &k, "python.code_hits", ps->code_hits) || counter(s, &k, "python.thread_scans", ps->thread_scans) ||

@@ -1,6 +1,6 @@
 /*
  * Python frames from outside (see pystack.h). The path from a stopped thread
- * to its Python stack, in CPython 3.11 to 3.13:
+ * to its Python stack, in CPython 3.11 and later:
  *
  *   _PyRuntime.interpreters.head -> PyInterpreterState.threads.head -> the
  *   PyThreadState whose native_thread_id is the tid -> its current frame
@@ -9,8 +9,9 @@
  * Each frame names its code object (file, qualified name, location table)
  * and the instruction it is at. A native call of the eval loop runs several
  * Python frames: 3.11 marks the first of them is_entry, 3.12+ puts a shim
- * frame owned by the C stack before it, so the chain splits into one group
- * per native _PyEval_EvalFrameDefault frame.
+ * frame before it (owned by the C stack, or from 3.14 by the interpreter),
+ * so the chain splits into one group per native _PyEval_EvalFrameDefault
+ * frame.
  *
  * A thread state names its thread by native_thread_id, the id the thread has
  * in its own PID namespace; ptrace stops it under the id it has in ptfil's.
@@ -258,38 +259,14 @@ static void unsupported(struct pyproc *py, const char *path, const char *why)
 	py->state = PY_UNSUPPORTED;
 }
 
-/* 3.13+ describes its own layout at the start of _PyRuntime: it must agree with ours. */
-static int debug_offsets_agree(const struct pylayout *l, pid_t pid, uint64_t runtime)
+/* Two layouts alike, wherever they came from. */
+static int same_layout(const struct pylayout *a, const struct pylayout *b)
 {
-	uint8_t d[352];
-	if (peek(pid, runtime, d, sizeof(d), NULL) || memcmp(d, "xdebugpy", 8))
-		return 0;
-	static const struct { uint16_t at; size_t field; } checks[] = {
-		{ 40, offsetof(struct pylayout, runtime_interp_head) },
-		{ 64, offsetof(struct pylayout, interp_next) },
-		{ 72, offsetof(struct pylayout, interp_threads_head) },
-		{ 168, offsetof(struct pylayout, ts_next) },
-		{ 184, offsetof(struct pylayout, ts_current_frame) },
-		{ 200, offsetof(struct pylayout, ts_native_thread_id) },
-		{ 232, offsetof(struct pylayout, frame_previous) },
-		{ 240, offsetof(struct pylayout, frame_code) },
-		{ 248, offsetof(struct pylayout, frame_instr) },
-		{ 264, offsetof(struct pylayout, frame_owner) },
-		{ 280, offsetof(struct pylayout, code_filename) },
-		{ 296, offsetof(struct pylayout, code_qualname) },
-		{ 304, offsetof(struct pylayout, code_linetable) },
-		{ 312, offsetof(struct pylayout, code_firstlineno) },
-		{ 344, offsetof(struct pylayout, code_adaptive) },
-	};
-	if (u64_at(d, 16) != 0)
-		return 0;                 /* a free-threaded build: other layouts */
-	for (size_t i = 0; i < sizeof(checks) / sizeof(checks[0]); i++) {
-		uint16_t ours;
-		memcpy(&ours, (const uint8_t *)l + checks[i].field, sizeof(ours));
-		if (u64_at(d, checks[i].at) != ours)
-			return 0;
-	}
-	return 1;
+	struct pylayout x, y;
+	memcpy(&x, a, sizeof(x));     /* padding too: both were made zeroed */
+	memcpy(&y, b, sizeof(y));
+	x.debug_offsets = y.debug_offsets = 0;
+	return !memcmp(&x, &y, sizeof(x));
 }
 
 static void found(struct pyproc *py, const struct modreg_entry *e, uint32_t gid, uint64_t runtime_off, pid_t pid)
@@ -297,15 +274,17 @@ static void found(struct pyproc *py, const struct modreg_entry *e, uint32_t gid,
 	uint64_t voff, lo, size;
 	uint32_t version;
 	if (sym_dynamic_data(e->sym, "Py_Version", &voff) || sym_read(e->sym, voff, &version, sizeof(version))) {
-		unsupported(py, e->path, "a CPython older than 3.11 (it has no Py_Version); ptfil reads 3.11 to 3.13");
+		unsupported(py, e->path, "a CPython older than 3.11 (it has no Py_Version); ptfil reads 3.11 and later");
 		return;
 	}
 	unsigned major = version >> 24, minor = version >> 16 & 255;
+	const char *mode = getenv("PTFIL_PY_LAYOUT");
+	int want_do = mode && !strcmp(mode, "debug-offsets"), want_compiled = mode && !strcmp(mode, "compiled");
 	const struct pylayout *l = pylayout_for(major, minor);
-	if (!l) {
-		char why[128];
-		snprintf(why, sizeof(why), "CPython %u.%u, whose frame layout ptfil does not know (it reads 3.11 to 3.13)",
-			 major, minor);
+	char why[256];
+	if (major != 3 || minor < 11 || (!l && (minor < 13 || want_compiled))) {
+		snprintf(why, sizeof(why), "CPython %u.%u, whose frame layout ptfil does not know (it reads 3.11 and later%s)",
+			 major, minor, want_compiled ? "; PTFIL_PY_LAYOUT=compiled: 3.11 to 3.13" : "");
 		unsupported(py, e->path, why);
 		return;
 	}
@@ -314,9 +293,31 @@ static void found(struct pyproc *py, const struct modreg_entry *e, uint32_t gid,
 		return;
 	}
 	py->runtime = e->base + runtime_off;
-	if (minor >= 13 && !debug_offsets_agree(l, pid, py->runtime)) {
-		unsupported(py, e->path, "its _Py_DebugOffsets disagree with CPython 3.13's layout (a free-threaded or changed build)");
-		return;
+	if (minor >= 13) {
+		/*
+		 * The process's own _Py_DebugOffsets, whatever layout is used:
+		 * they say whether it is a free-threaded build, and whether a
+		 * compiled-in layout is the one it has.
+		 */
+		uint8_t d[PYL_DEBUG_OFFSETS_MAX];
+		if (peek(pid, py->runtime, d, sizeof(d), NULL)) {
+			snprintf(why, sizeof(why), "CPython %u.%u, whose _Py_DebugOffsets cannot be read", major, minor);
+			unsupported(py, e->path, why);
+			return;
+		}
+		if (pylayout_from_debug_offsets(&py->own, d, sizeof(d), version, why, sizeof(why))) {
+			unsupported(py, e->path, why);
+			return;
+		}
+		if (!l || want_do || !same_layout(l, &py->own)) {
+			if (want_compiled) {
+				snprintf(why, sizeof(why), "its _Py_DebugOffsets disagree with CPython %u.%u's compiled-in "
+					 "layout, and PTFIL_PY_LAYOUT=compiled", major, minor);
+				unsupported(py, e->path, why);
+				return;
+			}
+			l = &py->own;
+		}
 	}
 	if (!(py->threads = calloc(PY_THREAD_SLOTS, sizeof(*py->threads)))) {
 		unsupported(py, e->path, "out of memory");
@@ -584,7 +585,7 @@ size_t pystack_read(struct pyproc *py, struct pynames *names, struct pystats *st
 	/* The frames, innermost first. */
 	static struct raw_frame raw[PY_MAX_FRAMES];
 	size_t n = 0;
-	uint8_t fb[80];
+	uint8_t fb[128];              /* what pylayout allows a frame's fields to need */
 	size_t fneed = l->frame_owner + 1u;
 	if (l->frame_is_entry != PYL_NONE && l->frame_is_entry + 1u > fneed)
 		fneed = l->frame_is_entry + 1u;
@@ -598,13 +599,14 @@ size_t pystack_read(struct pyproc *py, struct pynames *names, struct pystats *st
 		if (cached(cur, fb, fneed, st))
 			return 0;
 		uint8_t owner = fb[l->frame_owner];
-		if (owner == PY_OWNED_BY_CSTACK) {
-			/* 3.12+: the shim that starts an eval loop call; the frame before it was that call's outermost. */
+		if (owner >= PY_OWNED_BY_CSTACK) {
+			/* 3.12+: a shim, such as the one that starts an eval loop call; the frame before it was that call's outermost. */
 			if (n)
 				raw[n - 1].last_of_call = 1;
 		} else {
 			raw[n].addr = cur;
-			raw[n].code = u64_at(fb, l->frame_code);
+			/* 3.14's f_executable is a _PyStackRef, tagged in its low bits; objects are 8-aligned in every version. */
+			raw[n].code = u64_at(fb, l->frame_code) & ~(uint64_t)7;
 			raw[n].instr = u64_at(fb, l->frame_instr);
 			raw[n].last_of_call = l->frame_is_entry != PYL_NONE && fb[l->frame_is_entry];
 			raw[n].owner = owner;
@@ -660,6 +662,8 @@ size_t pystack_read(struct pyproc *py, struct pynames *names, struct pystats *st
 		int64_t lasti = ((int64_t)raw[i].instr - (int64_t)(raw[i].code + l->code_adaptive)) / 2;
 		int32_t traceable;
 		memcpy(&traceable, h + l->code_firsttraceable - CODE_HDR_LO(l), sizeof(traceable));
+		if (traceable < 0 || traceable > 4096)
+			traceable = 0;        /* no set-up is that long: not the field (pylayout.c derives where it is) */
 		if (raw[i].owner != PY_OWNED_BY_GENERATOR && lasti < traceable) {
 			/*
 			 * A frame still setting itself up (3.13 also runs a stand-in

@@ -50,7 +50,8 @@ struct pyproc {
 	pid_t pid;                    /* the process, once its interpreter is found (for the report) */
 	unsigned checked_loads;       /* modmap loads when the modules were last looked at */
 	struct u64map checked;        /* modules (global ids) looked at already */
-	const struct pylayout *l;
+	const struct pylayout *l;     /* compiled in (static), or &own */
+	struct pylayout own;          /* built from the process's own _Py_DebugOffsets (3.13 and later) */
 	uint64_t runtime;             /* address of _PyRuntime */
 	uint32_t eval_gid;            /* the module holding _PyEval_EvalFrameDefault, */
 	uint64_t eval_lo, eval_hi;    /* and its extent there (module offsets) */
@@ -90,6 +91,12 @@ void pyproc_fin(struct pyproc *py);
  * finding one, sets py->state to PY_READY (a version ptfil reads) or
  * PY_UNSUPPORTED (after one warning naming the version and the module).
  * Cheap when nothing new was loaded.
+ *
+ * 3.11 and 3.12 are read with their compiled-in layouts; 3.14 and later
+ * through the layout their _Py_DebugOffsets give; 3.13 with its compiled-in
+ * layout when its _Py_DebugOffsets agree with it, else through them.
+ * PTFIL_PY_LAYOUT=debug-offsets reads any version that has them through
+ * them, PTFIL_PY_LAYOUT=compiled only with a compiled-in layout.
  */
 void pystack_detect(struct pyproc *py, const struct modmap *mm, const struct modreg *reg, pid_t pid);
 

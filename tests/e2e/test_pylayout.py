@@ -4,6 +4,8 @@
   against them (python3.X-dev's Include/internal) prints offsetof() of every field, and the two must agree.
 - The location table decoder gives, for every code unit of every code object of a few hundred
   standard-library modules, the line the interpreter itself reports (code.co_positions()).
+- The reader of _Py_DebugOffsets, given the first bytes of a live 3.13's _PyRuntime (read with ctypes),
+  builds the very layout compiled in for 3.13; it refuses 3.11's and 3.12's, which have none.
 - The str decoder turns the raw bytes of str objects (read with ctypes from a live interpreter) of
   every kind (ASCII, Latin-1, UCS-2, UCS-4) into their UTF-8.
 
@@ -121,6 +123,34 @@ def test_offsets_match_the_headers():
     assert checked >= 1
 
 
+RUNTIME_PY = r"""
+import ctypes, sys
+runtime = ctypes.addressof(ctypes.c_char.in_dll(ctypes.pythonapi, "_PyRuntime"))
+print("%x %s" % (sys.hexversion, ctypes.string_at(runtime, 1024).hex()))
+"""
+
+
+def test_debug_offsets_of_live_interpreters():
+    checked = 0
+    for minor, py in interpreters():
+        r = run([py, "-c", RUNTIME_PY])
+        assert r.returncode == 0, r.stderr.decode()
+        version, raw = r.stdout.decode().split()
+        got = run([PROBE, "debug", version, raw]).stdout.decode()
+        if minor < 13:
+            assert got.startswith("refused: ") and "_Py_DebugOffsets" in got, (minor, got)
+            continue
+        assert not got.startswith("refused"), "3.%d: %s" % (minor, got)
+        ours = dict(line.split() for line in got.splitlines())
+        compiled = dict(line.split() for line in run([PROBE, "offsets", str(minor)]).stdout.decode().splitlines())
+        assert ours == compiled, "3.%d: fields where _Py_DebugOffsets and the compiled-in layout differ: %s" % (
+            minor, {k: (ours.get(k), compiled.get(k)) for k in set(ours) | set(compiled) if ours.get(k) != compiled.get(k)})
+        print("3.%d: its _Py_DebugOffsets give the compiled-in layout, %d fields" % (minor, len(ours)))
+        checked += 1
+    if not checked:
+        print("SKIP: no CPython 3.13 here to read _Py_DebugOffsets from")
+
+
 # Every code object of the modules, with the line co_positions() gives each code unit.
 LINES_PY = r"""
 import glob, os, sys, sysconfig
@@ -201,4 +231,5 @@ def test_str_objects_of_every_kind():
 
 
 if __name__ == "__main__":
-    main([test_offsets_match_the_headers, test_line_of_every_instruction, test_str_objects_of_every_kind])
+    main([test_offsets_match_the_headers, test_debug_offsets_of_live_interpreters, test_line_of_every_instruction,
+          test_str_objects_of_every_kind])

@@ -485,6 +485,39 @@ def test_python313():
     other_version(13)
 
 
+def python_frames_by_site(doc, minor):
+    """Per site, the Python frames (function, file, line) of each of its peak stacks, sorted."""
+    return {site: sorted(tuple((f["function"], f["file"], f["line"]) for f in py_frames(s))
+                         for s in site_stacks(doc, site, minor))
+            for site in SIZES}
+
+
+def test_python313_debug_offsets():
+    # The generic reader, which takes 3.13's layout from its own _Py_DebugOffsets (as it must for 3.14
+    # and later), forced on 3.13: every peak stack of every site has the Python frames the compiled-in
+    # reader gives on the same program, frame for frame.
+    exe = pyenv_python(13)
+    if not exe:
+        print("SKIP: no CPython 3.13 from pyenv here")
+        return
+    compiled = run_sites(python=exe, env=dict(os.environ, PTFIL_PY_LAYOUT="compiled"), key=(exe, "compiled")).json
+    generic = run_sites(python=exe, env=dict(os.environ, PTFIL_PY_LAYOUT="debug-offsets"), key=(exe, "generic")).json
+    assert compiled["counters"].get("python.layout_debug_offsets") == 0, compiled["counters"]
+    assert generic["counters"].get("python.layout_debug_offsets") == 1, generic["counters"]
+    # By default 3.13 is read with the compiled-in layout (its _Py_DebugOffsets agree with it).
+    assert run_sites(python=exe).json["counters"].get("python.layout_debug_offsets") == 0
+    for doc in (compiled, generic):
+        assert doc["counters"].get("python.minor_version") == 13, doc["counters"]
+        assert doc["counters"].get("python.group_mismatches") == 0, doc["counters"]
+    check_sites(generic, 13, native=False)
+    check_python_outermost(generic, "3.13 through _Py_DebugOffsets")
+    check_frame_fields(generic, "3.13 through _Py_DebugOffsets")
+    a, b = python_frames_by_site(compiled, 13), python_frames_by_site(generic, 13)
+    for site in SIZES:
+        assert a[site] and a[site] == b[site], "%s: compiled-in reader\n  %s\nthrough _Py_DebugOffsets\n  %s" % (
+            site, "\n  ".join(map(str, a[site])), "\n  ".join(map(str, b[site])))
+
+
 def test_numpy_demo():
     if not numpy_available():
         print("SKIP: %s cannot import numpy (python3-numpy)" % PYTHON)
@@ -579,4 +612,4 @@ def test_attach():
 
 if __name__ == "__main__":
     main([test_sites_default, test_report_text, test_sites_native, test_no_python_env, test_output_and_status_unchanged,
-          test_counters, test_unknown_version, test_python312, test_python313, test_numpy_demo, test_attach, test_deep_stack_cut_marked])
+          test_counters, test_unknown_version, test_python312, test_python313, test_python313_debug_offsets, test_numpy_demo, test_attach, test_deep_stack_cut_marked])

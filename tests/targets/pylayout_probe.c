@@ -6,6 +6,9 @@
  *   pylayout_probe lines              per input line "FIRSTLINENO HEXTABLE UNITS":
  *                                     the line of each code unit 0..UNITS-1
  *   pylayout_probe str MINOR HEXOBJ   a str object's bytes decoded: hex UTF-8, or "refused"
+ *   pylayout_probe debug HEXVERSION HEXBYTES
+ *                                     the layout built from the first bytes of a _PyRuntime
+ *                                     (Py_Version HEXVERSION), as for offsets; or "refused: why"
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,13 +28,8 @@ static size_t unhex(const char *h, unsigned char *out, size_t max)
 	return n;
 }
 
-static int offsets(unsigned minor)
+static void print_layout(const struct pylayout *l)
 {
-	const struct pylayout *l = pylayout_for(3, minor);
-	if (!l) {
-		printf("unknown\n");
-		return 1;
-	}
 #define F(name) printf("%s %u\n", #name, (unsigned)l->name)
 	F(runtime_interp_head); F(interp_next); F(interp_threads_head);
 	F(ts_next); F(ts_native_thread_id); F(ts_cframe); F(cframe_current); F(ts_current_frame);
@@ -39,6 +37,30 @@ static int offsets(unsigned minor)
 	F(code_firstlineno); F(code_filename); F(code_qualname); F(code_linetable); F(code_adaptive); F(code_firsttraceable);
 	F(ascii_size); F(compact_size); F(str_length); F(str_state); F(bytes_size); F(bytes_data);
 #undef F
+}
+
+static int offsets(unsigned minor)
+{
+	const struct pylayout *l = pylayout_for(3, minor);
+	if (!l) {
+		printf("unknown\n");
+		return 1;
+	}
+	print_layout(l);
+	return 0;
+}
+
+static int debug(const char *hexversion, const char *hexbytes)
+{
+	static unsigned char d[PYL_DEBUG_OFFSETS_MAX];
+	struct pylayout l;
+	char why[256];
+	size_t len = unhex(hexbytes, d, sizeof(d));
+	if (pylayout_from_debug_offsets(&l, d, len, (uint32_t)strtoul(hexversion, NULL, 16), why, sizeof(why))) {
+		printf("refused: %s\n", why);
+		return 0;
+	}
+	print_layout(&l);
 	return 0;
 }
 
@@ -91,6 +113,8 @@ int main(int argc, char **argv)
 		return lines();
 	if (argc == 4 && !strcmp(argv[1], "str"))
 		return str((unsigned)atoi(argv[2]), argv[3]);
-	fprintf(stderr, "usage: pylayout_probe offsets MINOR | lines | str MINOR HEXOBJ\n");
+	if (argc == 4 && !strcmp(argv[1], "debug"))
+		return debug(argv[2], argv[3]);
+	fprintf(stderr, "usage: pylayout_probe offsets MINOR | lines | str MINOR HEXOBJ | debug HEXVERSION HEXBYTES\n");
 	return 2;
 }

@@ -15,4 +15,5 @@ Suite *event_suite(void);
 Suite *hooks_suite(void);
 Suite *grow_suite(void);
 Suite *exits_suite(void);
+Suite *pylayout_suite(void);
 #endif
