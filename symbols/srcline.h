@@ -22,12 +22,21 @@ struct sym_srcframe {
 #define SRCLINE_MAX 16
 
 /*
- * The source of link-time address vaddr in dw: innermost first, every call
- * inlined there, then the function that holds them (inlined 0). Returns the
- * number of entries written to out (at most SRCLINE_MAX), 0 when dw does not
- * cover vaddr, -1 when memory runs out. srcline_free frees the strings.
+ * Lookups in one object's DWARF (dw stays the caller's, open while this is):
+ * each compile unit's functions are indexed by address the first time an
+ * address falls in it, so a lookup walks one function's tree, not its CU.
  */
-int srcline_lookup(Dwarf *dw, uint64_t vaddr, struct sym_srcframe *out);
+struct srcline;
+struct srcline *srcline_new(Dwarf *dw);  /* NULL when out of memory */
+void srcline_close(struct srcline *sl);
+
+/*
+ * The source of link-time address vaddr: innermost first, every call
+ * inlined there, then the function that holds them (inlined 0). Returns the
+ * number of entries written to out (at most SRCLINE_MAX), 0 when the DWARF
+ * does not cover vaddr, -1 when memory runs out. srcline_free frees the strings.
+ */
+int srcline_lookup(struct srcline *sl, uint64_t vaddr, struct sym_srcframe *out);
 void srcline_free(struct sym_srcframe *v, size_t n);
 
 /* "./malloc/./malloc/malloc.c" as "malloc/malloc.c": a copy of path without "." components, or NULL. */

@@ -45,6 +45,7 @@ struct sym_file {
 	char *link;            /* .gnu_debuglink's file name, or NULL */
 	uint32_t link_crc;
 	Dwarf *dw;             /* the DWARF that sym_source reads (own or dbg), once looked for */
+	struct srcline *sl;    /* lookups in it */
 	int dw_state;          /* 0 not looked for, 1 open, -1 none */
 	int fetched;           /* debuginfod asked already */
 	Elf *dbg_old;          /* a local debug file replaced by debuginfod's: names may point into it */
@@ -584,8 +585,14 @@ static Dwarf *dwarf_of(struct sym_file *f)
 	if (f->dw_state == 0) {
 		f->dw_state = -1;
 		Elf *e = has_dwarf(f->elf) ? f->elf : has_dwarf(f->dbg) ? f->dbg : NULL;
-		if (e && (f->dw = dwarf_begin_elf(e, DWARF_C_READ, NULL)) != NULL)
-			f->dw_state = 1;
+		if (e && (f->dw = dwarf_begin_elf(e, DWARF_C_READ, NULL)) != NULL) {
+			if ((f->sl = srcline_new(f->dw)) != NULL) {
+				f->dw_state = 1;
+			} else {
+				dwarf_end(f->dw);
+				f->dw = NULL;
+			}
+		}
 	}
 	return f->dw;
 }
@@ -611,7 +618,7 @@ const char *sym_debug_origin(const struct sym_file *f)
 int sym_source(struct sym_file *f, uint64_t offset, struct sym_srcframe *out)
 {
 	Dwarf *dw = dwarf_of(f);
-	return dw ? srcline_lookup(dw, offset + f->bias, out) : 0;
+	return dw ? srcline_lookup(f->sl, offset + f->bias, out) : 0;
 }
 
 int sym_fetch_debug(struct sym_file *f, const char **why)
@@ -655,6 +662,7 @@ void sym_close(struct sym_file *f)
 	free(f->build_id);
 	free(f->name);
 	free(f->link);
+	srcline_close(f->sl);
 	if (f->dw)
 		dwarf_end(f->dw);
 	if (f->dbg)
