@@ -163,9 +163,9 @@ void flame_label(const struct snap *s, uint32_t fi, char *buf, size_t size)
 		return;
 	}
 	if (fr->module >= 0 && (size_t)fr->module < s->n_modules) {
-		/* "+0x" and at most 16 digits always fit: the module's name is cut instead. */
+		/* " + 0x" and at most 16 digits always fit: the module's name is cut instead. */
 		char off[32];
-		int n = snprintf(off, sizeof(off), "+0x%llx", (unsigned long long)fr->offset);
+		int n = snprintf(off, sizeof(off), " + 0x%llx", (unsigned long long)fr->offset);
 		put_safe(buf, &len, view_basename(s->modules[fr->module].path), limit - (size_t)n);
 		memcpy(buf + len, off, (size_t)n + 1);
 		return;
@@ -238,12 +238,32 @@ static int grow_child_index(struct flame *f)
  */
 struct proto {
 	uint32_t label, module, func, file, line;
-	int python;
+	int python, inlined;
 };
 
 /*
+ * A native frame merged into a node that has others: the node keeps a file
+ * and a line only where all its frames agree, and says whether they were all,
+ * some or none inlined. (A Python node's file and line are in its label.)
+ */
+static void merge(struct flame_node *n, const struct proto *proto)
+{
+	if (n->python)
+		return;
+	if (n->file != proto->file) {
+		n->file = FLAME_NONE;
+		n->line = 0;
+	} else if (n->line != proto->line) {
+		n->line = 0;
+	}
+	if (n->inlined != proto->inlined)
+		n->inlined = FLAME_INLINED_SOME;
+}
+
+/*
  * The child of parent labelled like proto, made if new from proto (the first
- * frame met with a label gives the node its module, func, file and line).
+ * frame met with a label gives the node its module and func; the file, line
+ * and inlining are merged over all, see merge).
  */
 static int child(struct flame *f, uint32_t parent, const struct proto *proto, uint32_t *out)
 {
@@ -255,6 +275,7 @@ static int child(struct flame *f, uint32_t parent, const struct proto *proto, ui
 		const struct flame_node *n = &f->nodes[f->child_index[h]];
 		if (n->parent == parent && n->label == label) {
 			*out = f->child_index[h];
+			merge(&f->nodes[*out], proto);
 			return 0;
 		}
 	}
@@ -271,6 +292,7 @@ static int child(struct flame *f, uint32_t parent, const struct proto *proto, ui
 	n->file = proto->file;
 	n->line = proto->line;
 	n->python = proto->python;
+	n->inlined = proto->inlined;
 	n->depth = f->nodes[parent].depth + 1;
 	if (n->depth > f->max_depth)
 		f->max_depth = n->depth;
@@ -291,7 +313,7 @@ static unsigned kind_bit(char kind)
 
 /*
  * What a node of frame fi is made of: label, module, func, file, line,
- * python, interned into f. module_of caches the modules' names (FLAME_NONE
+ * python, inlined, interned into f. module_of caches the modules' names (FLAME_NONE
  * until interned); buf has room for a label.
  */
 static int frame_proto(struct flame *f, const struct snap *s, uint32_t fi, uint32_t *module_of,
@@ -315,6 +337,14 @@ static int frame_proto(struct flame *f, const struct snap *s, uint32_t fi, uint3
 			return -1;
 		put_safe(buf, &len, fr->file ? fr->file : "", FLAME_LABEL_MAX);
 		return intern(f, buf, &proto->file);
+	}
+	proto->inlined = fr->inlined ? FLAME_INLINED_ALL : FLAME_INLINED_NONE;
+	if (fr->file && fr->file[0]) {
+		size_t len = 0;
+		put_safe(buf, &len, fr->file, FLAME_LABEL_MAX);
+		if (intern(f, buf, &proto->file) < 0)
+			return -1;
+		proto->line = fr->line;
 	}
 	int32_t mi = fr->module;
 	if (mi >= 0 && (size_t)mi < s->n_modules) {

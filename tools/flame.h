@@ -6,9 +6,12 @@
  *
  * Frames merge by their label (see flame_label), so two call sites in the
  * same function are one node, and a diff matches stacks across runs whose
- * addresses differ. Labels are made safe once, here: valid UTF-8, no control
- * bytes, at most FLAME_LABEL_MAX bytes; renderers only escape them for their
- * own syntax.
+ * addresses differ. A native frame's label holds no source line and no mark
+ * of inlining: a line moved by an edit, or a call inlined in one build and
+ * not in the other, still matches; the node keeps the source line and the
+ * inlining of its frames beside the label for tooltips (file, line, inlined).
+ * Labels are made safe once, here: valid UTF-8, no control bytes, at most
+ * FLAME_LABEL_MAX bytes; renderers only escape them for their own syntax.
  */
 #ifndef PTFIL_FLAME_H
 #define PTFIL_FLAME_H
@@ -25,6 +28,13 @@
 
 /* The frame given to a stack with no frame at all, so that the root holds no bytes of its own. */
 #define FLAME_NO_STACK "[no stack]"
+
+/* flame_node.inlined: whether the frames merged into a node are calls the compiler inlined. */
+enum {
+	FLAME_INLINED_NONE = 0,  /* none of them (and every Python frame) */
+	FLAME_INLINED_ALL = 1,   /* every one */
+	FLAME_INLINED_SOME = 2,  /* some, not all: inlined at one call site, or in one run of a diff, only */
+};
 
 /* Bits of flame_node.kinds: which kinds of memory the node's stacks hold. */
 enum {
@@ -49,10 +59,14 @@ struct flame_node {
 	uint32_t func;          /* index in flame.labels of what flame_functions counts the node as:
 	                           its label, or for a Python frame "FUNCTION (SHORTFILE)" (its lines
 	                           together); FLAME_NONE for the root */
-	uint32_t file;          /* Python frames: index in flame.labels of the source file as the
-	                           frame names it, made safe; FLAME_NONE otherwise */
-	uint32_t line;          /* Python frames: line number, 0 when unknown */
+	uint32_t file;          /* index in flame.labels of the source file as the frame names it
+	                           (Python) or as the debug information does (native), made safe;
+	                           FLAME_NONE when unknown, or when the native frames merged here
+	                           name different files */
+	uint32_t line;          /* line number in file, 0 when unknown or when the native frames
+	                           merged here are at different lines */
 	int python;             /* the frame is a Python frame (enum snap_frame_kind) */
+	int inlined;            /* native: FLAME_INLINED_*, over the frames merged here */
 	uint32_t depth;         /* 0 for the root, 1 for outermost frames */
 	unsigned kinds;         /* FLAME_KIND_* bits of the stacks through this node */
 	uint64_t charged[2];
@@ -94,8 +108,9 @@ void flame_fin(struct flame *f);
 
 /*
  * The label of frame fi of s, as a NUL-terminated string into buf (size at
- * least FLAME_LABEL_MAX + 1): the function name; for an unnamed frame in a
- * module "module-basename+0xOFFSET"; otherwise "0xADDRESS". Pseudo frames
+ * least FLAME_LABEL_MAX + 1): the function name, without its source line
+ * or any mark of inlining; for an unnamed frame in a module
+ * "MODULE-BASENAME + 0xOFFSET"; otherwise "0xADDRESS". Pseudo frames
  * keep their brackets ("[before attach]"). A Python frame is
  * "FUNCTION (SHORTFILE:LINE)" (see flame_python_file), without ":LINE" when
  * the line is 0, with "?" for an unknown function or an empty file name.

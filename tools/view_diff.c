@@ -116,17 +116,35 @@ static void put_run(FILE *out, const char *what, const char *name, const struct 
 	fprintf(out, ", peak %s charged (%s reserved) at %s\n", charged, reserved, when);
 }
 
-/* One frame of a changed stack: its label, and its module's name. */
+/*
+ * One frame of a changed stack: its label, then for a native frame its
+ * source file and line where the frames merged there agree (see flame.h) and
+ * its module's name, and whether it is an inlined call.
+ */
 static void put_node(FILE *out, const struct flame *f, uint32_t node, int innermost)
 {
 	const struct flame_node *fr = &f->nodes[node];
+	const char *sep = " (";
 	fputs(innermost ? "    \xe2\x86\x92 " : "      ", out);
 	view_put_safe(out, f->labels[fr->label], FLAME_LABEL_MAX);
-	if (fr->module != FLAME_NONE) {
-		fputs(" (", out);
-		view_put_safe(out, f->labels[fr->module], FLAME_LABEL_MAX);
-		fputc(')', out);
+	if (!fr->python && fr->file != FLAME_NONE) {
+		fputs(sep, out);
+		view_put_safe(out, f->labels[fr->file], FLAME_LABEL_MAX);
+		if (fr->line)
+			fprintf(out, ":%u", (unsigned)fr->line);
+		sep = ", ";
 	}
+	if (fr->module != FLAME_NONE) {
+		fputs(sep, out);
+		view_put_safe(out, f->labels[fr->module], FLAME_LABEL_MAX);
+		sep = ", ";
+	}
+	if (*sep == ',')
+		fputc(')', out);
+	if (fr->inlined == FLAME_INLINED_ALL)
+		fputs(" [inlined]", out);
+	else if (fr->inlined == FLAME_INLINED_SOME)
+		fputs(" [partly inlined]", out);
 	fputc('\n', out);
 }
 

@@ -104,10 +104,31 @@ static void put_file_line(FILE *out, const struct snap_frame *fr, int brief)
 		fprintf(out, ":%u", (unsigned)fr->line);
 }
 
+/* What a native frame's details read: "FILE:LINE, MODULE + 0xOFFSET", the pieces known; 0 if none. */
+static int put_native_where(FILE *out, const struct snap_frame *fr, const struct snap_module *m)
+{
+	int n = 0;
+	if (fr->file && *fr->file) {
+		view_put_xml(out, fr->file, TEXT_MAX);
+		if (fr->line)
+			fprintf(out, ":%u", (unsigned)fr->line);
+		n++;
+	}
+	/* An inlined call has the address of the frame after it, which shows it; so has an unnamed frame. */
+	if (m && fr->function && *fr->function && !fr->inlined) {
+		fputs(n++ ? ", " : "", out);
+		view_put_xml(out, view_basename(m->path), TEXT_MAX);
+		fprintf(out, " + 0x%llx", (unsigned long long)fr->offset);
+	}
+	return n;
+}
+
 /*
- * A frame: the function (or "??", or the address), and its module and offset
- * unless brief. A Python frame: the function (or "?") and its file and line;
- * when brief, the short file (the whole name in a tooltip).
+ * A frame: the function (or "MODULE + 0xOFFSET", or the address), and unless
+ * brief its source file and line and its module and offset (in a tooltip
+ * when brief); an inlined call marked so. A Python frame: the function (or
+ * "?") and its file and line; when brief, the short file (the whole name in a
+ * tooltip).
  */
 static void put_frame(FILE *out, const struct snap *s, uint32_t fi, int brief)
 {
@@ -129,25 +150,30 @@ static void put_frame(FILE *out, const struct snap *s, uint32_t fi, int brief)
 	}
 	if (fr->module >= 0 && (size_t)fr->module < s->n_modules)
 		m = &s->modules[fr->module];
-	if (brief && m) {
+	int has_where = (fr->file && *fr->file) || (m && fr->function && *fr->function && !fr->inlined);
+	if (brief && has_where) {
 		fputs("<span class=\"fn\" title=\"", out);
-		view_put_xml(out, view_basename(m->path), TEXT_MAX);
-		fprintf(out, " + 0x%llx\">", (unsigned long long)fr->offset);
+		put_native_where(out, fr, m);
+		fputs("\">", out);
 	} else {
 		fputs("<span class=\"fn\">", out);
 	}
-	if (fr->function)
+	if (fr->function && *fr->function) {
 		view_put_xml(out, fr->function, TEXT_MAX);
-	else if (m)
-		fputs("??", out);
-	else
-		fprintf(out, "0x%llx", (unsigned long long)fr->offset);
-	fputs("</span>", out);
-	if (m && !brief) {
-		fputs(" <span class=\"mod\">", out);
+	} else if (m) {
 		view_put_xml(out, view_basename(m->path), TEXT_MAX);
-		fprintf(out, " + 0x%llx</span>", (unsigned long long)fr->offset);
+		fprintf(out, " + 0x%llx", (unsigned long long)fr->offset);
+	} else {
+		fprintf(out, "0x%llx", (unsigned long long)fr->offset);
 	}
+	fputs("</span>", out);
+	if (!brief && has_where) {
+		fputs(" <span class=\"mod\">", out);
+		put_native_where(out, fr, m);
+		fputs("</span>", out);
+	}
+	if (fr->inlined)
+		fputs(" <span class=\"mod\">[inlined]</span>", out);
 }
 
 #define ARROW " <span class=\"arrow\">\xe2\x86\x90</span> "
@@ -203,28 +229,50 @@ static int td_stack(FILE *out, const struct snap *s, uint32_t node)
 	return 0;
 }
 
+/* A native node's details: "FILE:LINE, MODULE", the pieces known (see flame.h); 0 if none. */
+static int put_node_where(FILE *out, const struct flame *f, const struct flame_node *n)
+{
+	int k = 0;
+	if (n->file != FLAME_NONE) {
+		view_put_xml(out, f->labels[n->file], TEXT_MAX);
+		if (n->line)
+			fprintf(out, ":%u", (unsigned)n->line);
+		k++;
+	}
+	if (n->module != FLAME_NONE) {
+		fputs(k++ ? ", " : "", out);
+		view_put_xml(out, f->labels[n->module], TEXT_MAX);
+	}
+	return k;
+}
+
 static void put_label(FILE *out, const struct flame *f, uint32_t node, int brief)
 {
 	const struct flame_node *n = &f->nodes[node];
+	int has_where = !n->python && (n->file != FLAME_NONE || n->module != FLAME_NONE);
 	if (n->python && n->file != FLAME_NONE) {
 		/* The label has the short file and the line; the tooltip the whole file name. */
 		fputs("<span class=\"fn py\" title=\"", out);
 		view_put_xml(out, f->labels[n->file], TEXT_MAX);
 		fputs("\">", out);
-	} else if (brief && n->module != FLAME_NONE) {
+	} else if (brief && has_where) {
 		fputs("<span class=\"fn\" title=\"", out);
-		view_put_xml(out, f->labels[n->module], TEXT_MAX);
+		put_node_where(out, f, n);
 		fputs("\">", out);
 	} else {
 		fputs("<span class=\"fn\">", out);
 	}
 	view_put_xml(out, f->labels[n->label], TEXT_MAX);
 	fputs("</span>", out);
-	if (!brief && n->module != FLAME_NONE) {
+	if (!brief && has_where) {
 		fputs(" <span class=\"mod\">", out);
-		view_put_xml(out, f->labels[n->module], TEXT_MAX);
+		put_node_where(out, f, n);
 		fputs("</span>", out);
 	}
+	if (n->inlined == FLAME_INLINED_ALL)
+		fputs(" <span class=\"mod\">[inlined]</span>", out);
+	else if (n->inlined == FLAME_INLINED_SOME)
+		fputs(" <span class=\"mod\">[partly inlined]</span>", out);
 }
 
 /* The same for a node of the frame tree (a diff matches stacks by labels, not addresses). */

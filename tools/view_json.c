@@ -147,7 +147,7 @@ static void j_null(struct json *j, const char *key)
 	fputs("null", j->out);
 }
 
-/* A Python frame's line: null when unknown (0). */
+/* A frame's line: null when unknown (0). */
 static void j_line(struct json *j, uint32_t line)
 {
 	if (line)
@@ -159,9 +159,10 @@ static void j_line(struct json *j, uint32_t line)
 /* ---- the document ---------------------------------------------------------- */
 
 /*
- * A frame. Native: kind, function, module, build_id, offset. Python: kind,
- * function (the qualified name), file, line, and the native keys as null, so
- * that one schema reads both.
+ * A frame. Native: kind, function, file and line (from the debug
+ * information, or null), module, build_id, offset, inlined. Python: kind,
+ * function (the qualified name), file, line, the native keys as null and
+ * inlined false, so that one schema reads both.
  */
 static void put_frame(struct json *j, const struct snap *s, uint32_t fi)
 {
@@ -176,6 +177,7 @@ static void put_frame(struct json *j, const struct snap *s, uint32_t fi)
 		j_str(j, "module", NULL);
 		j_str(j, "build_id", NULL);
 		j_null(j, "offset");
+		j_bool(j, "inlined", 0);
 		j_close(j, '}');
 		return;
 	}
@@ -184,9 +186,12 @@ static void put_frame(struct json *j, const struct snap *s, uint32_t fi)
 	j_open(j, NULL, '{', 1);
 	j_str(j, "kind", "native");
 	j_str(j, "function", f->function);
+	j_str(j, "file", f->file && *f->file ? f->file : NULL);
+	j_line(j, f->file && *f->file ? f->line : 0);
 	j_str(j, "module", m ? m->path : NULL);
 	j_str(j, "build_id", m ? m->build_id : NULL);
 	j_u64(j, "offset", f->offset);
+	j_bool(j, "inlined", f->inlined);
 	j_close(j, '}');
 }
 
@@ -376,8 +381,16 @@ int view_diff_json(FILE *out, const struct snap *a, const struct snap *b, const 
 			if (fr->python) {
 				j_str(&j, "file", fr->file == FLAME_NONE ? "" : f->labels[fr->file]);
 				j_line(&j, fr->line);
+			} else {
+				/* Where the frames merged here agree (flame.h); null otherwise. */
+				j_str(&j, "file", fr->file == FLAME_NONE ? NULL : f->labels[fr->file]);
+				j_line(&j, fr->file == FLAME_NONE ? 0 : fr->line);
 			}
 			j_str(&j, "module", fr->module == FLAME_NONE ? NULL : f->labels[fr->module]);
+			if (fr->inlined == FLAME_INLINED_SOME)
+				j_null(&j, "inlined");
+			else
+				j_bool(&j, "inlined", fr->inlined == FLAME_INLINED_ALL);
 			j_close(&j, '}');
 		}
 		j_close(&j, ']');

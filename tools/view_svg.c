@@ -428,7 +428,12 @@ static int node_sparse(const struct flame *f, const struct flame_node *n)
 	return view_is_sparse(&st);
 }
 
-/* The tooltip: the whole label, then one fact per line. */
+/*
+ * The tooltip: the whole label (flame.js reads it back from the first line),
+ * then one fact per line: a native frame's module, its source file and line
+ * where the frames merged into the node agree, and whether they are inlined
+ * calls; a Python frame's whole file name.
+ */
 static void put_tooltip(FILE *out, const struct flame *f, uint32_t i)
 {
 	const struct flame_node *n = &f->nodes[i];
@@ -444,6 +449,16 @@ static void put_tooltip(FILE *out, const struct flame *f, uint32_t i)
 		fputs("\nin ", out);
 		view_put_xml(out, f->labels[n->file], FLAME_LABEL_MAX);
 	}
+	if (!n->python && n->file != FLAME_NONE) {
+		fputs("\nat ", out);
+		view_put_xml(out, f->labels[n->file], FLAME_LABEL_MAX);
+		if (n->line)
+			fprintf(out, ":%u", (unsigned)n->line);
+	}
+	if (n->inlined == FLAME_INLINED_ALL)
+		fputs("\ninlined into its caller", out);
+	else if (n->inlined == FLAME_INLINED_SOME)
+		fputs("\ninlined into its caller at some of its calls", out);
 	if (f->two) {
 		fputs("\ncharged ", out);
 		put_size(out, n->charged[0]);

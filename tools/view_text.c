@@ -220,14 +220,20 @@ static void put_arg(FILE *out, const char *a)
 }
 
 /*
- * A frame in a listed stack: native frames with their module and offset,
- * Python frames with their whole file name and line, "make_arrays
- * (/home/u/demo.py:12)".
+ * A frame in a listed stack. A native frame: its function, then in
+ * parentheses its source file and line when known and its module and offset,
+ * "make_vector (/src/vec.cc:12, app + 0x1234)"; a call the compiler inlined
+ * has the address of the frame after it, so it shows its line alone and a
+ * mark, "push_back (/usr/include/c++/12/bits/stl_vector.h:1189) [inlined]"
+ * (as gdb's backtrace leaves inlined frames' addresses out); a frame with no
+ * name reads "libfoo.so + 0x1234". A Python frame: its whole file name and
+ * line, "make_arrays (/home/u/demo.py:12)".
  */
 static void put_frame(FILE *out, const struct snap *s, uint32_t fi)
 {
 	const struct snap_frame *f = &s->frames[fi];
 	const struct snap_module *m = NULL;
+	const char *sep = " (";
 	if (f->kind == SNAP_FRAME_PYTHON) {
 		view_put_safe(out, f->function && *f->function ? f->function : "?", MAX_SHOWN);
 		fputs(" (", out);
@@ -239,19 +245,36 @@ static void put_frame(FILE *out, const struct snap *s, uint32_t fi)
 	}
 	if (f->module >= 0 && (size_t)f->module < s->n_modules)
 		m = &s->modules[f->module];
-	if (f->function)
+	int named = f->function && *f->function;
+	if (named) {
 		view_put_safe(out, f->function, MAX_SHOWN);
-	else if (m)
-		fputs("??", out);
-	if (m) {
-		fputs(" (", out);
+	} else if (m) {
 		view_put_safe(out, view_basename(m->path), MAX_SHOWN);
-		fprintf(out, " + 0x%llx)", (unsigned long long)f->offset);
-	} else if (!f->function) {
+		fprintf(out, " + 0x%llx", (unsigned long long)f->offset);
+	} else {
 		fprintf(out, "0x%llx", (unsigned long long)f->offset);
-	} else if (f->offset) {
-		fprintf(out, " (0x%llx)", (unsigned long long)f->offset);
 	}
+	if (f->file && *f->file) {
+		fputs(sep, out);
+		view_put_safe(out, f->file, MAX_SHOWN);
+		if (f->line)
+			fprintf(out, ":%u", (unsigned)f->line);
+		sep = ", ";
+	}
+	if (named && !f->inlined && m) {
+		fputs(sep, out);
+		view_put_safe(out, view_basename(m->path), MAX_SHOWN);
+		fprintf(out, " + 0x%llx", (unsigned long long)f->offset);
+		sep = ", ";
+	} else if (named && !f->inlined && f->offset) {
+		fputs(sep, out);
+		fprintf(out, "0x%llx", (unsigned long long)f->offset);
+		sep = ", ";
+	}
+	if (*sep == ',')
+		fputc(')', out);
+	if (f->inlined)
+		fputs(" [inlined]", out);
 }
 
 /* ---- the report ------------------------------------------------------------ */

@@ -6,7 +6,10 @@ the bundled targets (the seed scenario, a malloc chain, a realloc run, C++
 containers), one written by hand with names a renderer must escape, and one
 written by hand in format 2 with a Python program's stacks (Python frames
 among native ones; python_after.snap is the same program after a change, for
-the diff). The format-1 fixtures stay format 1: old files must still read. Each
+the diff), and one written for these tests in format 3 with a C++ program's
+source lines and inlined calls (srclines_after.snap is it rebuilt, lines
+moved and a call no longer inlined, for the diff). The format-1 fixtures stay
+format 1: old files must still read. Each
 output mode of ptfil-view is compared with the expected file beside them with
 `diff -u`. PTFIL_UPDATE_GOLDEN=1 rewrites the expected files (then read the
 git diff before committing them).
@@ -34,7 +37,8 @@ EXPECTED = os.path.join(GOLDEN, "expected")
 UPDATE = os.environ.get("PTFIL_UPDATE_GOLDEN") == "1"
 TIMEOUT = 60
 
-FIXTURES = ["seed.snap.gz", "heap_chain.snap", "heap_realloc.snap", "cxx.snap", "hostile.snap", "python.snap"]
+FIXTURES = ["seed.snap.gz", "heap_chain.snap", "heap_realloc.snap", "cxx.snap", "hostile.snap", "python.snap",
+            "srclines.snap"]
 VIEWS = {
     "txt": [],
     "top3.txt": ["--top", "3", "--depth", "4"],
@@ -46,6 +50,7 @@ DIFFS = {
     # name: (before, after)
     "chain-vs-realloc": ("heap_chain.snap", "heap_realloc.snap"),
     "python-vs-after": ("python.snap", "python_after.snap"),
+    "srclines-vs-after": ("srclines.snap", "srclines_after.snap"),
 }
 DIFF_VIEWS = {"txt": [], "json": ["--json"], "folded": ["--folded"]}
 
@@ -102,6 +107,12 @@ def read_snapshot(path):
         elif tag == b"f":
             fn = None if f[2] == b"-" else snap["strings"][int(f[2])]
             snap["frames"].append((int(f[0]), int(f[1], 16), fn))
+        elif tag == b"g":
+            # A native frame with its source line (format 3): labels use neither the line nor the inlining.
+            fn = None if f[2] == b"-" else snap["strings"][int(f[2])]
+            snap["frames"].append((int(f[0]), int(f[1], 16), fn))
+            snap.setdefault("src", {})[len(snap["frames"]) - 1] = (
+                None if f[3] == b"-" else snap["strings"][int(f[3])], int(f[4]), f[5] == b"1")
         elif tag == b"y":
             # A Python frame: (None, line, function, file); numbered with the `f` frames.
             fn = None if f[1] == b"-" else snap["strings"][int(f[1])]
@@ -161,7 +172,7 @@ def label(snap, fi, with_line=True):
     if fn:
         return safe(fn)
     if module >= 0:
-        return safe(snap["modules"][module].rsplit(b"/", 1)[-1]) + "+0x%x" % offset
+        return safe(snap["modules"][module].rsplit(b"/", 1)[-1]) + " + 0x%x" % offset
     return "0x%x" % offset
 
 
@@ -316,10 +327,12 @@ class GoldenTest(unittest.TestCase):
         for st in doc["stacks"] + doc["live_at_end"]:
             for fr in st["frames"]:
                 kinds.add(fr["kind"])
+                self.assertEqual(set(fr), {"kind", "function", "file", "line", "module", "build_id", "offset",
+                                           "inlined"})
+                self.assertFalse(fr["inlined"])
                 if fr["kind"] == "native":
-                    self.assertEqual(set(fr), {"kind", "function", "module", "build_id", "offset"})
+                    self.assertEqual((fr["file"], fr["line"]), (None, None))  # format 2: no source lines
                 else:
-                    self.assertEqual(set(fr), {"kind", "function", "file", "line", "module", "build_id", "offset"})
                     self.assertEqual((fr["module"], fr["build_id"], fr["offset"]), (None, None, None))
                     self.assertIsInstance(fr["file"], str)
                     self.assertTrue(fr["line"] is None or fr["line"] > 0)
@@ -327,7 +340,7 @@ class GoldenTest(unittest.TestCase):
         frames = [fr for st in doc["stacks"] for fr in st["frames"] if fr["kind"] == "python"]
         self.assertIn({"kind": "python", "function": "Model._grow.<locals>.step",
                        "file": "/home/u/venv/lib/python3.11/site-packages/toolkit/model.py", "line": None,
-                       "module": None, "build_id": None, "offset": None}, frames)
+                       "module": None, "build_id": None, "offset": None, "inlined": False}, frames)
         self.assertIn(None, [fr["function"] for fr in frames])
         self.assertIn("evil\x1b[2J;name</b>\ufffd", [fr["function"] for fr in frames])
 
@@ -348,6 +361,75 @@ class GoldenTest(unittest.TestCase):
         for doc_text in (svg, html):
             self.assertFalse("\x1b" in doc_text)
             self.assertFalse("name</b>" in doc_text)
+
+    def test_source_lines(self):
+        """srclines.snap: native frames with file:line, inlined calls marked, a module without symbols."""
+        path = os.path.join(GOLDEN, "srclines.snap")
+        snap = read_snapshot(path)
+        out = view("--depth", "12", path).stdout.decode()
+        self.assertIn("    \u2192 malloc (malloc/malloc.c:3287, libc.so.6 + 0xa50a0)\n"
+                      "      operator new(unsigned long) (libstdc++.so.6.0.30 + 0xae0fc)\n"
+                      "      std::__new_allocator<Point>::allocate(unsigned long, void const*) "
+                      "(/usr/include/c++/12/bits/new_allocator.h:147) [inlined]\n", out)
+        self.assertIn("      load_points (/home/u/src/vecdemo/points.cc:27, vecdemo + 0x1b80)\n", out)
+        self.assertIn("      load_points (/home/u/src/vecdemo/points.cc:31, vecdemo + 0x1bc4)\n", out)
+        self.assertIn("      libblob.so + 0x2d1c0\n      libblob.so + 0x2d9f4\n", out)
+        self.assertIn("      init_plugins (/home/u/src/vecdemo/plugins.cc, vecdemo + 0x1c10)\n", out)
+        self.assertIn("parse_config (/home/u/src/vecdemo/\\x1b[31mevil;<b>\\xff.cc:9, vecdemo + 0x1d00)", out)
+        self.assertNotIn("\x1b", out)
+        self.assertNotIn("??", out)
+        # JSON: every frame as the snapshot has it.
+        doc = json.loads(view("--json", path).stdout)
+        self.assertEqual(doc["snapshot_format_version"], 3)
+        seen = set()
+        for st in doc["stacks"] + doc["live_at_end"]:
+            for fr in st["frames"]:
+                i = next(i for i, f in enumerate(snap["frames"])
+                         if f[1] == fr["offset"] and (f[2] and f[2].decode()) == fr["function"])
+                file, line, inlined = snap.get("src", {}).get(i, (None, 0, False))
+                if file is not None and b"evil" not in file:
+                    self.assertEqual(fr["file"], file.decode())
+                self.assertEqual(fr["line"], line if file is not None and line else None)
+                self.assertIs(fr["inlined"], inlined)
+                seen.add(i)
+        self.assertEqual(seen, set(range(len(snap["frames"]))))
+        self.assertIn("/home/u/src/vecdemo/\x1b[31mevil;<b>\ufffd.cc", [fr["file"] for st in doc["stacks"]
+                                                                       for fr in st["frames"]])
+        # Built again with lines moved and push_back no longer inlined: the diff still matches every stack.
+        after = os.path.join(GOLDEN, "srclines_after.snap")
+        doc = json.loads(view("--diff", "--json", path, after).stdout)
+        self.assertEqual((doc["changes_total"], doc["stacks_grown"]), (1, 1))
+        (c,) = doc["changes"]
+        self.assertEqual((c["before_bytes"], c["after_bytes"]), (32 << 20, 40 << 20))
+        by_name = {fr["function"]: fr for fr in c["frames"]}
+        self.assertEqual(by_name["load_points"]["file"], "/home/u/src/vecdemo/points.cc")
+        self.assertIsNone(by_name["load_points"]["line"])  # lines 27 and 31, then 29 and 33
+        self.assertIsNone(by_name["std::vector<Point, std::allocator<Point> >::push_back(Point const&)"]["inlined"])
+        self.assertIs(by_name["std::__new_allocator<Point>::allocate(unsigned long, void const*)"]["inlined"], True)
+        self.assertEqual(by_name["malloc"]["line"], 3287)
+        # The flame graph: labels without lines, the file and line in the tooltip, inlining said there.
+        svg = view("--svg", path).stdout.decode()
+        # (assertTrue: a failed assertIn would print the whole document)
+        self.assertTrue("<title>load_points\nin vecdemo\nat /home/u/src/vecdemo/points.cc\ncharged " in svg)
+        self.assertTrue("<title>std::vector&lt;Point, std::allocator&lt;Point&gt; &gt;::push_back(Point const&amp;)\n"
+                        "in vecdemo\nat /usr/include/c++/12/bits/stl_vector.h:1287\ninlined into its caller\n" in svg)
+        self.assertTrue("<title>libblob.so + 0x2d1c0\nin libblob.so\ncharged " in svg)
+        live_svg = view("--svg", "--live", path).stdout.decode()  # the leak: parse_config, whose file is hostile
+        self.assertTrue("<title>parse_config\nin vecdemo\nat /home/u/src/vecdemo/\\x1b[31mevil;&lt;b&gt;\\xff.cc:9\n"
+                        in live_svg)
+        html = view("--html", path).stdout.decode()
+        self.assertTrue('<span class="fn">parse_config</span> <span class="mod">/home/u/src/vecdemo/\\x1b[31mevil;'
+                        '&lt;b&gt;\\xff.cc:9, vecdemo + 0x1d00</span>' in html)
+        self.assertTrue('<span class="fn" title="malloc/malloc.c:3287, libc.so.6 + 0xa50a0">malloc</span>' in html)
+        self.assertTrue('<span class="fn">load_points</span> <span class="mod">/home/u/src/vecdemo/points.cc:27, '
+                        'vecdemo + 0x1b80</span>' in html)
+        self.assertTrue('<span class="fn">std::__new_allocator&lt;Point&gt;::allocate(unsigned long, void const*)</span> '
+                        '<span class="mod">/usr/include/c++/12/bits/new_allocator.h:147</span> '
+                        '<span class="mod">[inlined]</span>' in html)
+        self.assertTrue('<span class="fn">libblob.so + 0x2d1c0</span>' in html)
+        for doc_text in (svg, live_svg, html):
+            self.assertFalse("\x1b" in doc_text)
+            self.assertFalse("<b>" in doc_text)
 
     def test_diff_of_itself_is_empty(self):
         for fixture in FIXTURES:
@@ -388,7 +470,7 @@ class GoldenTest(unittest.TestCase):
     def test_diff_one_stack_doubled(self):
         """Doubling one stack shows exactly that stack, grown by its own size, in text, JSON and folded."""
         for fixture, pick in (("seed.snap.gz", 0), ("heap_chain.snap", 0), ("cxx.snap", 1), ("hostile.snap", 1),
-                              ("python.snap", 4)):
+                              ("python.snap", 4), ("srclines.snap", 2)):
             with self.subTest(fixture=fixture):
                 before, after, size, node = self.doubled(fixture, pick)
                 snap = read_snapshot(before)

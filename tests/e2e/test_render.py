@@ -78,7 +78,7 @@ def label(key):
     module, offset, function = FRAMES[key]
     if function:
         return function
-    return "%s+0x%x" % (os.path.basename([PROG, LIBC][module]), offset)
+    return "%s + 0x%x" % (os.path.basename([PROG, LIBC][module]), offset)
 
 
 def build_snapshot(stacks=STACKS, live=LIVE, samples=SAMPLES, frames=FRAMES, argv=("./app", "--size", "big"),

@@ -126,9 +126,12 @@ def expected_frames(node):
         out.append({
             "kind": "native",
             "function": function,
+            "file": None,
+            "line": None,
             "module": [PROG, LIBC][module] if module >= 0 else None,
             "build_id": [None, "0123456789abcdef"][module] if module >= 0 else None,
             "offset": offset,
+            "inlined": False,
         })
         node = parent
     return out
@@ -200,7 +203,8 @@ class ViewTest(unittest.TestCase):
         self.assertIn("reserved 512.0 MiB", lines[second])
         self.assertEqual(lines[second + 1].strip(), "sparse: reserved 512.0 MiB, resident 4.0 MiB")
         self.assertEqual(lines[second + 2].strip(), "\u2192 thread_fn (sparse_threads + 0x1200)")
-        self.assertEqual(lines[second + 4].strip(), "?? (libc.so.6 + 0x126850)")
+        # A frame with no symbol: its module and offset, as flame graphs name it.
+        self.assertEqual(lines[second + 4].strip(), "libc.so.6 + 0x126850")
         # The pseudo stack: a name without a module.
         third = lines.index(next(l for l in lines if l.startswith("#3 ")))
         self.assertIn("132.0 KiB", lines[third])
@@ -295,6 +299,122 @@ class ViewTest(unittest.TestCase):
         self.assertEqual(doc["stacks"][0]["frames"][0]["function"], "evil\x1b]0;title\x07\ufffd")
         self.assertEqual(doc["process"]["command"], ["./x\x1b[2J"])
 
+    # ---- source lines and inlined calls (format 3) ---------------------------
+
+    def source_snapshot(self, evil_file="/src/app/\x1b[2J<b>&\"x\";\udcff.c", vec_line=12, inline=True,
+                        charged=3 * MiB):
+        """main -> make_vector (an inlined push_back in it) -> libblob (no symbols) -> malloc; and a leak."""
+        s = Snapshot(3)
+        s.header(["./app"], peak=(0.5, charged + 4096, charged + 4096, charged + 8192))
+        s.add("m", s.ref("/opt/app/bin/app"), "-", "555555554000")
+        s.add("m", s.ref(LIBC), s.ref("0123456789abcdef"), "7ffff7c00000")
+        s.add("m", s.ref("/opt/vendor/libblob.so"), "-", "7ffff7a00000")
+        s.add("g", 0, "1100", s.ref("main"), s.ref("/src/app/main.c"), 40, 0)                      # 0
+        s.add("g", 0, "1200", s.ref("make_vector"), s.ref("/src/app/vec.cc"), vec_line, 0)         # 1
+        s.add("g", 0, "1200" if inline else "1800", s.ref("push_back"),
+              s.ref("/usr/include/c++/12/bits/stl_vector.h"), 1189, 1 if inline else 0)         # 2
+        s.add("f", 2, "2d1c0", "-")                                                              # 3
+        s.add("g", 1, "a50a0", s.ref("malloc"), s.ref("malloc/malloc.c"), 3287, 0)                # 4
+        s.add("g", 0, "1300", s.ref("parse"), s.ref(evil_file), 7, 0)                              # 5
+        s.add("g", 2, "2d200", "-", s.ref("blob.c"), 0, 0)                                          # 6
+        for parent, frame in ((0, 0), (1, 1), (2, 2), (3, 3), (4, 4), (1, 5), (6, 4), (1, 6)):
+            s.add("n", parent, frame)
+        s.add("k", 5, "h", charged, charged, 3)
+        s.add("k", 7, "h", 4096, 4096, 1)
+        s.add("k", 8, "m", 8192, 8192, 1)
+        s.add("l", 7, "h", 4096, 4096, 1)
+        return s
+
+    def test_source_lines_text(self):
+        path = self.write("src.gz", self.source_snapshot().gzip_bytes())
+        r = run("--depth", "10", path)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = r.stdout.decode()
+        self.assertIn("    \u2192 malloc (malloc/malloc.c:3287, libc.so.6 + 0xa50a0)\n"
+                      "      libblob.so + 0x2d1c0\n"
+                      "      push_back (/usr/include/c++/12/bits/stl_vector.h:1189) [inlined]\n"
+                      "      make_vector (/src/app/vec.cc:12, app + 0x1200)\n"
+                      "      main (/src/app/main.c:40, app + 0x1100)\n", out)
+        # A frame with a file but no name or line; the hostile file made harmless.
+        self.assertIn("    \u2192 libblob.so + 0x2d200 (blob.c)\n", out)
+        self.assertIn("      parse (/src/app/\\x1b[2J<b>&\"x\";\\xff.c:7, app + 0x1300)\n", out)
+        self.assertNotIn(b"\x1b", r.stdout)
+        self.assertNotIn("??", out)
+        # The functions table names functions, not lines.
+        self.assertRegex(out, r"\n +3\.0 MiB +[0-9.]+% +0 B +0\.0%  push_back\n")
+        self.assertRegex(out, r"\n +3\.0 MiB +[0-9.]+% +0 B +0\.0%  libblob\.so \+ 0x2d1c0\n")
+
+    def test_source_lines_json(self):
+        path = self.write("src.gz", self.source_snapshot().gzip_bytes())
+        doc = json.loads(run("--json", path).stdout)
+        self.assertEqual(doc["snapshot_format_version"], 3)
+        frames = doc["stacks"][0]["frames"]
+        self.assertEqual(frames[0], {"kind": "native", "function": "malloc", "file": "malloc/malloc.c", "line": 3287,
+                                     "module": LIBC, "build_id": "0123456789abcdef", "offset": 0xa50a0,
+                                     "inlined": False})
+        self.assertEqual(frames[1], {"kind": "native", "function": None, "file": None, "line": None,
+                                     "module": "/opt/vendor/libblob.so", "build_id": None, "offset": 0x2d1c0,
+                                     "inlined": False})
+        self.assertEqual((frames[2]["function"], frames[2]["line"], frames[2]["inlined"]), ("push_back", 1189, True))
+        self.assertEqual((frames[3]["function"], frames[3]["offset"], frames[3]["inlined"]),
+                         ("make_vector", frames[2]["offset"], False))
+        leak = doc["live_at_end"][0]["frames"]
+        self.assertEqual(leak[1]["file"], "/src/app/\x1b[2J<b>&\"x\";\ufffd.c")
+        blob = doc["stacks"][1]["frames"][0]
+        self.assertEqual((blob["function"], blob["file"], blob["line"]), (None, "blob.c", None))
+
+    def test_source_lines_flame(self):
+        """Folded stacks and flame graphs: names without lines; the file and line in the tooltip."""
+        path = self.write("src.gz", self.source_snapshot().gzip_bytes())
+        folded = run("--folded", path).stdout.decode()
+        self.assertEqual(folded.splitlines(), [
+            "main;make_vector;push_back;libblob.so + 0x2d1c0;malloc %d" % (3 * MiB),
+            "main;libblob.so + 0x2d200 8192",
+            "main;parse;malloc 4096",
+        ])
+        svg = run("--svg", path).stdout.decode()
+        self.assertIn("<title>push_back\nin app\nat /usr/include/c++/12/bits/stl_vector.h:1189\n"
+                      "inlined into its caller\n", svg)
+        self.assertIn("<title>make_vector\nin app\nat /src/app/vec.cc:12\ncharged ", svg)
+        self.assertIn("<title>libblob.so + 0x2d1c0\nin libblob.so\ncharged ", svg)
+        self.assertIn(">push_back</text>", svg)
+        # malloc is reached from two lines' calls (make_vector's and parse's): two nodes, each with its line.
+        self.assertEqual(svg.count("<title>malloc\nin libc.so.6\nat malloc/malloc.c:3287\n"), 2)
+        html = run("--html", path).stdout.decode()
+        for doc_text in (svg, html):
+            self.assertNotIn("\x1b", doc_text)
+            self.assertNotIn("<b>", doc_text)
+        self.assertIn('<span class="fn" title="malloc/malloc.c:3287, libc.so.6 + 0xa50a0">malloc</span>', html)
+        self.assertIn('<span class="fn">libblob.so + 0x2d1c0</span>', html)
+        self.assertIn('<span class="fn" title="/usr/include/c++/12/bits/stl_vector.h:1189">push_back</span> '
+                      '<span class="mod">[inlined]</span>', html)
+        self.assertIn('<span class="fn">make_vector</span> <span class="mod">/src/app/vec.cc:12, app + 0x1200</span>',
+                      html)
+        self.assertIn('/src/app/\\x1b[2J&lt;b&gt;&amp;&quot;x&quot;;\\xff.c:7', html)
+
+    def test_source_lines_diff(self):
+        """A rebuild that moves lines and stops inlining a call still matches every stack by name."""
+        before = self.write("a.gz", self.source_snapshot().gzip_bytes())
+        after = self.write("b.gz", self.source_snapshot(vec_line=14, inline=False, charged=5 * MiB).gzip_bytes())
+        doc = json.loads(run("--diff", "--json", before, after).stdout)
+        self.assertEqual((doc["changes_total"], doc["stacks_grown"], doc["stacks_shrunk"]), (1, 1, 0))
+        frames = doc["changes"][0]["frames"]
+        self.assertEqual([f["function"] for f in frames], ["malloc", "libblob.so + 0x2d1c0", "push_back",
+                                                            "make_vector", "main"])
+        self.assertEqual(frames[0], {"kind": "native", "function": "malloc", "file": "malloc/malloc.c",
+                                     "line": 3287, "module": "libc.so.6", "inlined": False})
+        self.assertEqual((frames[2]["line"], frames[2]["inlined"]), (1189, None))   # inlined in one run only
+        self.assertEqual((frames[3]["file"], frames[3]["line"]), ("/src/app/vec.cc", None))  # lines 12 and 14
+        out = run("--diff", before, after).stdout.decode()
+        self.assertIn("1 stack grew, 0 shrank", out)
+        self.assertIn("    \u2192 malloc (malloc/malloc.c:3287, libc.so.6)\n"
+                      "      libblob.so + 0x2d1c0 (libblob.so)\n"
+                      "      push_back (/usr/include/c++/12/bits/stl_vector.h:1189, app) [partly inlined]\n"
+                      "      make_vector (/src/app/vec.cc, app)\n"
+                      "      main (/src/app/main.c:40, app)\n", out)
+        folded = run("--diff", "--folded", before, after).stdout.decode()
+        self.assertIn("main;make_vector;push_back;libblob.so + 0x2d1c0;malloc %d %d\n" % (3 * MiB, 5 * MiB), folded)
+
     # ---- JSON --------------------------------------------------------------
 
     def test_json(self):
@@ -387,7 +507,7 @@ class ViewTest(unittest.TestCase):
     def test_newer_version(self):
         path = self.write("v7.gz", seed_snapshot(version=7).gzip_bytes())
         err = self.assert_read_error(path, "line 1:")
-        self.assertIn("snapshot format 7 is newer than this ptfil-view reads (2); upgrade ptfil", err)
+        self.assertIn("snapshot format 7 is newer than this ptfil-view reads (3); upgrade ptfil", err)
 
     # ---- command line ------------------------------------------------------
 

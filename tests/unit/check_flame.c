@@ -22,7 +22,7 @@ static void make_snap(struct snap *s)
 		{ 2, 3 },  /* 3 main>walk>walk (recursion, other site) */
 		{ 3, 2 },  /* 4 main>walk>walk>leaf */
 		{ 1, 3 },  /* 5 main>walk (other site: same label as node 2) */
-		{ 1, 4 },  /* 6 main>prog+0x40 */
+		{ 1, 4 },  /* 6 main>prog + 0x50 */
 		{ 0, 5 },  /* 7 0x7fff0000 */
 	};
 	snap_init(s);
@@ -78,7 +78,7 @@ START_TEST(test_merge_and_sums)
 	make_snap(&s);
 	ck_assert_int_eq(flame_build(&f, &s, NULL, FLAME_PEAK), 0);
 	ck_assert_int_eq(f.two, 0);
-	/* root, main, walk, walk>walk, leaf, prog+0x50, 0x7fff0000, [no stack] */
+	/* root, main, walk, walk>walk, leaf, prog + 0x50, 0x7fff0000, [no stack] */
 	ck_assert_uint_eq(f.n_nodes, 8);
 	ck_assert_uint_eq(f.nodes[FLAME_ROOT].charged[0], 300 + 100 + 1000 + 5 + 40 + 7 + 9);
 	ck_assert_uint_eq(f.nodes[FLAME_ROOT].reserved[0], 300 + 100 + 4000 + 5 + 4096 + 7 + 8192);
@@ -100,7 +100,7 @@ START_TEST(test_merge_and_sums)
 	ck_assert_uint_eq(f.nodes[l].charged[0], 300);
 	ck_assert_uint_eq(f.max_depth, 4);
 
-	const char *anon[] = { "main", "prog+0x50", NULL };
+	const char *anon[] = { "main", "prog + 0x50", NULL };
 	ck_assert_uint_ne(find(&f, anon), FLAME_NONE);
 	const char *addr[] = { "0x7fff0000", NULL };
 	ck_assert_uint_ne(find(&f, addr), FLAME_NONE);
@@ -132,7 +132,7 @@ START_TEST(test_functions_count_recursion_once)
 	ck_assert_int_eq(flame_build(&f, &s, NULL, FLAME_PEAK), 0);
 	struct flame_func *fn = flame_functions(&f, &n);
 	ck_assert_ptr_nonnull(fn);
-	ck_assert_uint_eq(n, 6);  /* main walk leaf prog+0x50 0x7fff0000 [no stack] */
+	ck_assert_uint_eq(n, 6);  /* main walk leaf prog + 0x50 0x7fff0000 [no stack] */
 	ck_assert_str_eq(f.labels[fn[0].label], "main");
 	ck_assert_uint_eq(fn[0].inclusive[0], 1445);
 	ck_assert_uint_eq(fn[0].self[0], 0);
@@ -209,6 +209,132 @@ START_TEST(test_labels_made_safe)
 	ck_assert_uint_le(strlen(buf), FLAME_LABEL_MAX);
 	ck_assert_str_eq(buf + strlen(buf) - 3, "...");
 	ck_assert_uint_eq((strlen(buf) - 3) % 3, 0);
+	snap_fin(&s);
+}
+END_TEST
+
+/* ---- native source lines and inlined calls ------------------------------- */
+
+static void add_native(struct snap *s, size_t i, const char *function, uint64_t offset, const char *file,
+		       uint32_t line, int inlined)
+{
+	s->frames[i] = (struct snap_frame){ .module = 0, .offset = offset,
+					    .function = function ? strdup(function) : NULL,
+					    .file = file ? strdup(file) : NULL, .line = line, .inlined = inlined };
+}
+
+/*
+ * main (m.c:10) calls make_vector at two sites (v.cc:12 and v.cc:14); at the
+ * first, push_back (stl.h:1189) is inlined into it, at the second it is a
+ * call of its own. An unnamed frame has a file with a control byte.
+ */
+static void make_lines_snap(struct snap *s)
+{
+	static const struct snap_node nodes[] = {
+		{ 0, 0 },  /* 0 root */
+		{ 0, 0 },  /* 1 main */
+		{ 1, 1 },  /* 2 main>make_vector (line 12) */
+		{ 2, 2 },  /* 3 main>make_vector>push_back, inlined */
+		{ 1, 3 },  /* 4 main>make_vector (line 14): the same node as 2 */
+		{ 4, 4 },  /* 5 main>make_vector>push_back, called: the same node as 3 */
+		{ 1, 5 },  /* 6 main>prog + 0x50 */
+	};
+	static const struct snap_stack st[] = {
+		{ 3, 'h', 10, 10, 1 },
+		{ 5, 'h', 20, 20, 1 },
+		{ 6, 'h', 30, 30, 1 },
+	};
+	snap_init(s);
+	s->n_modules = 1;
+	s->modules = calloc(1, sizeof(*s->modules));
+	s->modules[0].path = strdup("/usr/bin/prog");
+	s->n_frames = 6;
+	s->frames = calloc(6, sizeof(*s->frames));
+	add_native(s, 0, "main", 0x10, "m.c", 10, 0);
+	add_native(s, 1, "make_vector", 0x20, "v.cc", 12, 0);
+	add_native(s, 2, "push_back", 0x20, "stl.h", 1189, 1);
+	add_native(s, 3, "make_vector", 0x30, "v.cc", 14, 0);
+	add_native(s, 4, "push_back", 0x40, "stl.h", 1189, 0);
+	add_native(s, 5, NULL, 0x50, "x\x1b.c", 3, 0);
+	s->n_nodes = sizeof(nodes) / sizeof(nodes[0]);
+	s->nodes = malloc(sizeof(nodes));
+	memcpy(s->nodes, nodes, sizeof(nodes));
+	s->n_stacks = sizeof(st) / sizeof(st[0]);
+	s->stacks = malloc(sizeof(st));
+	memcpy(s->stacks, st, sizeof(st));
+}
+
+START_TEST(test_native_lines_merged)
+{
+	struct snap s, b;
+	struct flame f;
+	char buf[FLAME_LABEL_MAX + 1];
+	const char *main_[] = { "main", NULL };
+	const char *vec[] = { "main", "make_vector", NULL };
+	const char *push[] = { "main", "make_vector", "push_back", NULL };
+	const char *anon[] = { "main", "prog + 0x50", NULL };
+	make_lines_snap(&s);
+
+	/* Labels hold neither the line nor the inlining. */
+	flame_label(&s, 2, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "push_back");
+	flame_label(&s, 5, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "prog + 0x50");
+
+	ck_assert_int_eq(flame_build(&f, &s, NULL, FLAME_PEAK), 0);
+	ck_assert_uint_eq(f.n_nodes, 5);  /* root main make_vector push_back prog + 0x50 */
+	uint32_t m = find(&f, main_), v = find(&f, vec), p = find(&f, push), a = find(&f, anon);
+	ck_assert_uint_ne(m, FLAME_NONE);
+	ck_assert_uint_ne(v, FLAME_NONE);
+	ck_assert_uint_ne(p, FLAME_NONE);
+	ck_assert_uint_ne(a, FLAME_NONE);
+	ck_assert_str_eq(f.labels[f.nodes[m].file], "m.c");
+	ck_assert_uint_eq(f.nodes[m].line, 10);
+	ck_assert_int_eq(f.nodes[m].inlined, FLAME_INLINED_NONE);
+	/* Two lines of one file: the file alone. */
+	ck_assert_str_eq(f.labels[f.nodes[v].file], "v.cc");
+	ck_assert_uint_eq(f.nodes[v].line, 0);
+	/* Inlined at one site, called at the other. */
+	ck_assert_str_eq(f.labels[f.nodes[p].file], "stl.h");
+	ck_assert_uint_eq(f.nodes[p].line, 1189);
+	ck_assert_int_eq(f.nodes[p].inlined, FLAME_INLINED_SOME);
+	ck_assert_uint_eq(f.nodes[p].self_charged[0], 30);
+	/* The file is made safe like a label. */
+	ck_assert_str_eq(f.labels[f.nodes[a].file], "x\\x1b.c");
+	ck_assert_uint_eq(f.nodes[a].line, 3);
+	ck_assert_str_eq(f.labels[f.nodes[a].module], "prog");
+	flame_fin(&f);
+
+	/* Only the first site: one line, inlined throughout. */
+	s.n_stacks = 1;
+	ck_assert_int_eq(flame_build(&f, &s, NULL, FLAME_PEAK), 0);
+	v = find(&f, vec);
+	p = find(&f, push);
+	ck_assert_uint_eq(f.nodes[v].line, 12);
+	ck_assert_int_eq(f.nodes[p].inlined, FLAME_INLINED_ALL);
+	flame_fin(&f);
+	s.n_stacks = 3;
+
+	/* A diff across builds: main moved to another line and file, push_back no longer inlined. */
+	make_lines_snap(&b);
+	free(b.frames[0].file);
+	b.frames[0].file = strdup("src/m.c");
+	b.frames[1].line = 13;
+	b.frames[2].inlined = 0;
+	b.stacks[0].charged = 11;
+	ck_assert_int_eq(flame_build(&f, &s, &b, FLAME_PEAK), 0);
+	ck_assert_uint_eq(f.n_nodes, 5);  /* every stack still matched by name */
+	m = find(&f, main_);
+	v = find(&f, vec);
+	p = find(&f, push);
+	ck_assert_uint_eq(f.nodes[m].file, FLAME_NONE);
+	ck_assert_uint_eq(f.nodes[m].line, 0);
+	ck_assert_str_eq(f.labels[f.nodes[v].file], "v.cc");
+	ck_assert_int_eq(f.nodes[p].inlined, FLAME_INLINED_SOME);
+	ck_assert_uint_eq(f.nodes[p].self_charged[0], 30);
+	ck_assert_uint_eq(f.nodes[p].self_charged[1], 31);
+	flame_fin(&f);
+	snap_fin(&b);
 	snap_fin(&s);
 }
 END_TEST
@@ -443,6 +569,7 @@ Suite *flame_suite(void)
 	tcase_add_test(tc, test_functions_count_recursion_once);
 	tcase_add_test(tc, test_diff_slots);
 	tcase_add_test(tc, test_labels_made_safe);
+	tcase_add_test(tc, test_native_lines_merged);
 	tcase_add_test(tc, test_deep_chain);
 	tcase_add_test(tc, test_python_short_file);
 	tcase_add_test(tc, test_python_labels);
