@@ -108,6 +108,17 @@ uint32_t view_python_node(const struct flame *f, uint32_t node);
 /* Whether ptfil ran with --mappings-only (the counter options.mappings_only). */
 int view_mappings_only(const struct snap *s);
 
+/*
+ * The modules that frames of s's stacks (at the peak and live at the end)
+ * come from and that had no full symbol table or no source lines, as the
+ * snapshot records it (format 3 on; older ones say nothing): their indexes
+ * in s->modules, in order, into an array the caller frees (NULL after
+ * error() when out of memory); *n gets their number.
+ */
+size_t *view_debug_missing(const struct snap *s, size_t *n);
+/* Whether module m lacks function names (none, or exported ones only). */
+int view_module_unnamed(const struct snap_module *m);
+
 /* The last path component of path (a pointer into it). */
 const char *view_basename(const char *path);
 

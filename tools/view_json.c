@@ -263,6 +263,31 @@ static int put_counters(struct json *j, const struct snap *s)
 	return 0;
 }
 
+/* The modules in the stacks that had no symbols or no lines (view_debug_missing), with their package. */
+static int put_debug_missing(struct json *j, const struct snap *s)
+{
+	size_t n;
+	size_t *v = view_debug_missing(s, &n);
+	if (!v)
+		return -1;
+	j_open(j, "debug_info_missing", '[', 0);
+	for (size_t i = 0; i < n; i++) {
+		const struct snap_module *m = &s->modules[v[i]];
+		const char *kind = m->symbols == SNAP_SYMBOLS_NONE ? "none" : m->symbols == SNAP_SYMBOLS_EXPORTS ? "exports"
+				 : m->symbols == SNAP_SYMBOLS_MINI ? "minidebuginfo" : "full";
+		j_open(j, NULL, '{', 1);
+		j_str(j, "module", m->path);
+		j_str(j, "build_id", m->build_id);
+		j_str(j, "symbols", kind);
+		j_bool(j, "lines", m->lines);
+		j_str(j, "package", m->package);
+		j_close(j, '}');
+	}
+	j_close(j, ']');
+	free(v);
+	return 0;
+}
+
 int view_json(FILE *out, const struct snap *s, const struct view_options *o)
 {
 	struct json j = { .out = out, .depth = -1 };
@@ -313,7 +338,7 @@ int view_json(FILE *out, const struct snap *s, const struct view_options *o)
 		j_close(&j, '}');
 	}
 	j_close(&j, ']');
-	if (put_counters(&j, s) < 0)
+	if (put_debug_missing(&j, s) < 0 || put_counters(&j, s) < 0)
 		return -1;
 	j_close(&j, '}');
 	fputc('\n', out);

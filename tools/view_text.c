@@ -46,6 +46,70 @@ int view_mappings_only(const struct snap *s)
 	return 0;
 }
 
+int view_module_unnamed(const struct snap_module *m)
+{
+	return m->symbols == SNAP_SYMBOLS_NONE || m->symbols == SNAP_SYMBOLS_EXPORTS;
+}
+
+/* Adds each stack's charged bytes (plus one, so that empty stacks count) to every module it passes through, once. */
+static void weigh_modules(const struct snap *s, const struct snap_stack *st, size_t n, uint64_t *weight, size_t *seen)
+{
+	uint32_t frames[64];
+	for (size_t i = 0; i < n; i++) {
+		size_t depth = snap_stack_frames(s, st[i].node, frames, 64);
+		/* Deeper stacks: their innermost 64 frames, where the allocating code is. */
+		for (size_t k = 0; k < depth && k < 64; k++) {
+			const struct snap_frame *f = &s->frames[frames[k]];
+			if (f->kind != SNAP_FRAME_NATIVE || f->module < 0 || (size_t)f->module >= s->n_modules ||
+			    seen[f->module] == i + 1)
+				continue;
+			seen[f->module] = i + 1;
+			uint64_t w = st[i].charged + 1;
+			weight[f->module] = weight[f->module] + w < w ? UINT64_MAX : weight[f->module] + w;
+		}
+	}
+}
+
+static const uint64_t *sort_weight;
+static int by_weight(const void *pa, const void *pb)
+{
+	size_t a = *(const size_t *)pa, b = *(const size_t *)pb;
+	if (sort_weight[a] != sort_weight[b])
+		return sort_weight[a] > sort_weight[b] ? -1 : 1;
+	return a < b ? -1 : a > b;
+}
+
+size_t *view_debug_missing(const struct snap *s, size_t *n)
+{
+	size_t nm = s->n_modules ? s->n_modules : 1;
+	uint64_t *weight = calloc(nm, sizeof(*weight));
+	size_t *seen = calloc(nm, sizeof(*seen));
+	size_t *v = calloc(nm, sizeof(*v));
+	*n = 0;
+	if (!weight || !seen || !v) {
+		free(weight);
+		free(seen);
+		free(v);
+		error("out of memory");
+		return NULL;
+	}
+	weigh_modules(s, s->stacks, s->n_stacks, weight, seen);
+	memset(seen, 0, nm * sizeof(*seen));
+	weigh_modules(s, s->live, s->n_live, weight, seen);
+	for (size_t i = 0; i < s->n_modules; i++) {
+		const struct snap_module *m = &s->modules[i];
+		if (weight[i] && m->symbols && (view_module_unnamed(m) || !m->lines))
+			v[(*n)++] = i;
+	}
+	/* The modules that hold the most memory's stacks first: those are the ones worth naming. */
+	sort_weight = weight;
+	qsort(v, *n, sizeof(*v), by_weight);
+	sort_weight = NULL;
+	free(weight);
+	free(seen);
+	return v;
+}
+
 const char *view_basename(const char *path)
 {
 	const char *slash = strrchr(path, '/');
@@ -574,12 +638,73 @@ static int put_live(FILE *out, const struct snap *s, const struct view_options *
 	return put_stacks(out, s, &lo, s->live, s->n_live, s->exit_status >= 0 ? "live at exit" : "live when written", charged);
 }
 
+/* The modules of v[0..n) whose symbols are `want`, "a (pkg), b" (at most 4, then "and N more"); how many. */
+static size_t put_module_list(FILE *out, const struct snap *s, const size_t *v, size_t n, char want, const char *lead)
+{
+	size_t shown = 0, total = 0;
+	for (size_t i = 0; i < n; i++) {
+		const struct snap_module *m = &s->modules[v[i]];
+		if (want ? m->symbols != want : view_module_unnamed(m))
+			continue;
+		if (total++ >= 4)
+			continue;
+		fputs(shown++ ? ", " : lead, out);
+		view_put_safe(out, view_basename(m->path), MAX_SHOWN);
+		if (m->package) {
+			fputs(" (", out);
+			view_put_safe(out, m->package, MAX_SHOWN);
+			fputc(')', out);
+		}
+	}
+	if (total > shown)
+		fprintf(out, " and %zu more", total - shown);
+	return total;
+}
+
+/*
+ * Once, under the header: which modules in the stacks (those under the most
+ * memory first) had no symbols or no lines, from which package, and what
+ * would name them.
+ */
+static int put_debug_missing(FILE *out, const struct snap *s)
+{
+	size_t n;
+	size_t *v = view_debug_missing(s, &n);
+	if (!v)
+		return -1;
+	const char *lead = "symbols  ";
+	if (put_module_list(out, s, v, n, SNAP_SYMBOLS_NONE, "symbols  no symbols in ")) {
+		fputs(": their frames read module + offset\n", out);
+		lead = "         ";
+	}
+	char text[64];
+	snprintf(text, sizeof(text), "%sexported names only in ", lead);
+	if (put_module_list(out, s, v, n, SNAP_SYMBOLS_EXPORTS, text)) {
+		fputs(": their other frames read module + offset\n", out);
+		lead = "         ";
+	}
+	snprintf(text, sizeof(text), "%sno source lines for ", lead);
+	if (put_module_list(out, s, v, n, 0, text))
+		fputc('\n', out);
+	if (n) {
+		int pkg = 0;
+		for (size_t i = 0; i < n; i++)
+			pkg |= s->modules[v[i]].package != NULL;
+		fprintf(out, "         to name them: %sset DEBUGINFOD_URLS to a debuginfod server (fetched by build id)\n",
+			pkg ? "install each package's debug symbols (Debian: PACKAGE-dbgsym from the debug archive), or " : "");
+	}
+	free(v);
+	return 0;
+}
+
 int view_text(FILE *out, const struct snap *s, const struct view_options *o)
 {
 	put_header(out, s);
 	put_peak(out, s);
 	put_sparse_summary(out, s);
 	put_timeline(out, s);
+	if (put_debug_missing(out, s) < 0)
+		return -1;
 	if (put_stacks(out, s, o, s->stacks, s->n_stacks, "at the peak", s->peak.charged) < 0 ||
 	    put_functions(out, s, o) < 0)
 		return -1;

@@ -366,7 +366,10 @@ def arena_stacks(doc, interpreter):
         f = functions(s)
         if s["kind"] != "mmap" or len(f) < 2 or "mmap" not in (f[0] or "") or s["reserved_bytes"] != s["count"] * MiB:
             continue
-        if "new_arena" in f or os.path.realpath(s["frames"][1]["module"] or "") == interpreter:
+        # The frame that called mmap: the second with an address of its own (libc's mmap wrapper has
+        # its own inlined call, __GI___mmap64, when libc's debug information is installed).
+        called = [fr for fr in s["frames"] if not fr.get("inlined")]
+        if "new_arena" in f or os.path.realpath(called[1]["module"] or "") == interpreter:
             out.append(s)
     return out
 

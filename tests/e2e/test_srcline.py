@@ -156,8 +156,11 @@ def test_stripped_without_debug_info_says_what_is_missing():
     text = subprocess.run([VIEW, r.snapshot], capture_output=True, text=True, timeout=60).stdout
     assert "inlined + 0x" in text, text
     assert "?? " not in text, text
-    miss = [l for l in text.splitlines() if "inlined" in l and "no symbols" in l]
+    miss = [l for l in text.splitlines() if l.startswith("symbols  no symbols in ") and "inlined" in l]
     assert miss and "DEBUGINFOD_URLS" in text, text
+    # JSON says the same, for a program to act on.
+    missing = {m["module"]: m for m in r.json["debug_info_missing"]}
+    assert missing[exe]["symbols"] == "none" and missing[exe]["lines"] is False, missing
 
 
 def test_split_debug_found_by_debuglink():
