@@ -170,11 +170,19 @@ int debugfile_have_servers(void)
 	return urls && strspn(urls, " \t") < strlen(urls);
 }
 
+/* One client for the process, made on first use: it keeps its connections and its cache settings. */
+static debuginfod_client *client;
+static int failed;
+
+void debugfile_fin(void)
+{
+	if (client)
+		debuginfod_end(client);
+	client = NULL;
+}
+
 int debugfile_fetch(const char *build_id, const char **why)
 {
-	static debuginfod_client *client;
-	static int failed;
-
 	if (!debugfile_have_servers()) {
 		*why = "DEBUGINFOD_URLS is not set";
 		return -1;

@@ -48,6 +48,8 @@ int debugfile_find(const char *path, const char *root, const char *build_id, con
  * unset, no server has it, the network failed.
  */
 int debugfile_fetch(const char *build_id, const char **why);
+/* Ends the debuginfod client debugfile_fetch made, if any. */
+void debugfile_fin(void);
 
 /*
  * The Debian package that installed the file at path ("libc6",

@@ -84,6 +84,7 @@ void export_fin(struct tracer *T)
 	free(T->src);
 	T->src = NULL;
 	T->n_src = 0;
+	debugfile_fin();
 }
 
 /* The source of stack frame i (a native frame in a module with DWARF): its entries, 0 when none. */
