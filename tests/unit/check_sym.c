@@ -12,6 +12,7 @@
 #include "tests/unit/testutil.h"
 #include "common/error.h"
 #include "symbols/maps.h"
+#include "symbols/srcline.h"
 #include "symbols/sym.h"
 
 static const char *const fixtures[] = { "symfix_pie", "symfix_nopie" };
@@ -179,6 +180,73 @@ START_TEST(test_lookup_runtime)
 	sym_close(f);
 	fix_done(&r);
 	free(path);
+}
+END_TEST
+
+/* What binutils' addr2line (BFD's own DWARF reader, not libdw) says of vaddr in path: the line, or 0. */
+static unsigned addr2line_line(const char *path, uint64_t vaddr)
+{
+	char *cmd, out[1024] = "";
+	ck_assert(asprintf(&cmd, "addr2line -e '%s' 0x%llx", path, (unsigned long long)vaddr) > 0);
+	FILE *p = popen(cmd, "r");
+	ck_assert_ptr_nonnull(p);
+	if (!fgets(out, sizeof(out), p))
+		out[0] = '\0';
+	pclose(p);
+	free(cmd);
+	char *colon = strrchr(out, ':');
+	ck_assert_msg(colon && strstr(out, "symfix.c"), "addr2line: %s", out);
+	return (unsigned)strtoul(colon + 1, NULL, 10);
+}
+
+/* Each fixture function's entry, by its source line from DWARF (-g), against what binutils' addr2line reads there. */
+START_TEST(test_source_lines)
+{
+	char *path = fixture_path(fixtures[_i]);
+	struct fix_run r;
+
+	fix_run(path, &r);
+	struct sym_file *f = sym_open(r.exe);
+	ck_assert_ptr_nonnull(f);
+	ck_assert(sym_has_lines(f));
+	for (size_t i = 0; i < NFNS; i++) {
+		struct sym_srcframe v[SRCLINE_MAX];
+		int n = sym_source(f, r.fn[i] - r.base, v);
+		ck_assert_int_eq(n, 1);  /* -fno-inline: no inlined calls */
+		ck_assert_str_eq(v[0].function, fixture_fns[i]);
+		ck_assert_int_eq(v[0].inlined, 0);
+		ck_assert_ptr_nonnull(v[0].file);
+		ck_assert_msg(strlen(v[0].file) >= 8 && !strcmp(v[0].file + strlen(v[0].file) - 8, "symfix.c"),
+			      "file %s", v[0].file);
+		ck_assert_uint_eq(v[0].line, addr2line_line(r.exe, r.fn[i] - r.base + readelf_bias(r.exe)));
+		srcline_free(v, (size_t)n);
+	}
+	/* The ELF header is no code: no source. */
+	struct sym_srcframe v[SRCLINE_MAX];
+	ck_assert_int_eq(sym_source(f, 0, v), 0);
+	sym_close(f);
+	fix_done(&r);
+	free(path);
+}
+END_TEST
+
+START_TEST(test_srcline_tidy)
+{
+	static const char *const cases[][2] = {
+		{ "./malloc/./malloc.c", "malloc/malloc.c" },
+		{ "/usr/include/c++/12/bits/./stl_vector.h", "/usr/include/c++/12/bits/stl_vector.h" },
+		{ "../sysdeps/nptl/libc_start_call_main.h", "../sysdeps/nptl/libc_start_call_main.h" },
+		{ "//a//b/", "/a/b" },
+		{ "a.c", "a.c" },
+		{ ".", "." },
+	};
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		char *t = srcline_tidy(cases[i][0]);
+		ck_assert_ptr_nonnull(t);
+		ck_assert_str_eq(t, cases[i][1]);
+		free(t);
+	}
+	ck_assert_ptr_null(srcline_tidy(NULL));
 }
 END_TEST
 
@@ -669,6 +737,8 @@ Suite *sym_suite(void)
 	tcase_add_loop_test(tc, test_read_bytes, 0, nfix);
 	tcase_add_loop_test(tc, test_read_unbacked, 0, nfix);
 	tcase_add_loop_test(tc, test_eh_frame_hdr, 0, nfix);
+	tcase_add_loop_test(tc, test_source_lines, 0, nfix);
+	tcase_add_test(tc, test_srcline_tidy);
 	tcase_add_test(tc, test_build_id);
 	tcase_add_test(tc, test_cache);
 	tcase_add_test(tc, test_image_build_id);
