@@ -273,6 +273,29 @@ def test_debuginfod_names_a_stripped_program():
         server.close()
 
 
+def test_debug_file_inside_a_container():
+    """A program and its debug file that exist only inside the target's own mount namespace (as in a
+    container): the debug file is found through the target's root (/proc/PID/root)."""
+    d = workdir()
+    exe, dbg = split_copy(d, debuglink=False)
+    bid = build_id(exe)
+    app = os.path.join(d, "app")  # empty outside; a private tmpfs inside
+    os.makedirs(app)
+    inner = ('mount -t tmpfs ptfil-test "$0" && mkdir -p "$0/debug/.build-id/$3" && cp "$1" "$0/inlined" && '
+             'cp "$2" "$0/debug/.build-id/$3/$4.debug" && exec "$0/inlined"')
+    ns = ["unshare", "--mount", "--propagation", "private"] if os.geteuid() == 0 else \
+        ["unshare", "--user", "--map-root-user", "--mount", "--propagation", "private"]
+    env = empty_debug_dirs(d)
+    env["PTFIL_DEBUG_DIRS"] = os.path.join(app, "debug")
+    argv = ns + ["sh", "-c", inner, app, exe, dbg, bid[:2], bid[2:]]
+    r = launch(argv, env=env)
+    assert r.returncode == 0, (r.returncode, r.stderr.decode())
+    assert not os.listdir(app), "the test's mount namespace leaked into %s" % app
+    top = biggest(r.json)
+    check_near("the table", top["charged_bytes"], 48 * MiB, rel=0.01)
+    check_inlined_lines(top)
+
+
 def test_static_stripped_program_degrades_gracefully():
     """A static executable stripped of everything: module + offset frames, the peak still right."""
     d = workdir()
@@ -294,4 +317,5 @@ if __name__ == "__main__":
           test_libc_named_from_libc6_dbg, test_stripped_without_debug_info_says_what_is_missing,
           test_split_debug_found_by_debuglink, test_split_debug_found_by_build_id_under_a_debug_dir,
           test_debuglink_to_another_build_is_not_used, test_minidebuginfo_gives_names_without_lines,
-          test_debuginfod_names_a_stripped_program, test_static_stripped_program_degrades_gracefully])
+          test_debuginfod_names_a_stripped_program, test_debug_file_inside_a_container,
+          test_static_stripped_program_degrades_gracefully])
