@@ -35,6 +35,13 @@ void snap_fin(struct snap *s)
 	free(s->nodes);
 	free(s->stacks);
 	free(s->live);
+	if (s->procs)
+		for (size_t i = 0; i < s->n_procs; i++) {
+			free(s->procs[i].command);
+			free(s->procs[i].file);
+		}
+	free(s->procs);
+	free(s->tree_stacks);
 	free(s->samples);
 	if (s->counters)
 		for (i = 0; i < s->n_counters; i++)

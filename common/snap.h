@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SNAP_FORMAT_VERSION 3
+#define SNAP_FORMAT_VERSION 4
 
 /* What a stack's memory is. One stack node may appear once per kind. */
 enum snap_kind {
@@ -83,6 +83,26 @@ struct snap_stack {
 	uint64_t charged;  /* resident (mappings) or requested (small heap blocks) bytes */
 	uint64_t reserved; /* virtual bytes */
 	uint64_t count;    /* live mappings or blocks */
+	uint32_t proc;     /* tree_stacks only: the process holding it, an index in procs[]; 0 elsewhere */
+};
+
+/*
+ * A process of the profiled program's tree (format 4 on): every process the
+ * run saw, in the main process's snapshot. Times are seconds since the main
+ * process started (the snapshot's own clock when it is the main one's).
+ */
+struct snap_proc {
+	int pid;
+	int ppid;           /* the process that started it, 0 for the main one */
+	int profiled;       /* 1: followed (--follow-forks) and charged; 0: only seen, its VmHWM known */
+	uint64_t peak;      /* its own peak, charged bytes; 0 when not profiled */
+	double peak_time;
+	uint64_t at_combined; /* its charged bytes at the tree's combined peak */
+	uint64_t vmhwm;     /* its VmHWM (peak RSS), at exit or when written */
+	double start;       /* when it was first seen */
+	double end;         /* when it exited; -1 while it ran */
+	char *command;      /* its command line, arguments joined by spaces, or NULL */
+	char *file;         /* its own snapshot's file name (no directory), or NULL */
 };
 
 struct snap_sample {
@@ -124,6 +144,18 @@ struct snap {
 	struct snap_stack *live;     size_t n_live;     /* still live when written */
 	struct snap_sample *samples; size_t n_samples;  /* timeline, time ascending */
 	struct snap_counter *counters; size_t n_counters; /* stop counts by kind, other facts */
+
+	/*
+	 * The process tree (format 4 on; n_procs 0 otherwise): its processes,
+	 * procs[0] the main one, and, when more than one was profiled
+	 * (has_tree), the combined peak: the moment the sum of every live
+	 * profiled process's charge was highest, and each one's stacks then.
+	 */
+	struct snap_proc *procs; size_t n_procs;
+	int has_tree;
+	double tree_time;          /* seconds since the main process started */
+	uint64_t tree_charged;     /* the combined peak, bytes */
+	struct snap_stack *tree_stacks; size_t n_tree_stacks; /* their .proc says whose */
 };
 
 /* Zeroes s; the storage is the caller's. */

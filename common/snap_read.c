@@ -62,6 +62,8 @@ struct reader {
 	unsigned seen;          /* singleton records met so far, bit per enum single */
 	int ended;
 	struct u64map stack_seen, live_seen;  /* (node, kind) of each k and l record, for duplicates */
+	struct u64map tree_seen;              /* (node, kind, process) of each j record */
+	size_t cap_procs, cap_tree_stacks;
 };
 
 /* Singleton records: each must appear exactly once before `e`. */
@@ -252,7 +254,7 @@ static int next_line(struct reader *r, size_t max)
 
 /* ---- fields ------------------------------------------------------------- */
 
-#define MAX_FIELDS 8
+#define MAX_FIELDS 12
 
 /*
  * Splits the line after its tag into fields separated by single spaces, in
@@ -431,11 +433,11 @@ static int set_single(struct reader *r, enum single which)
 	return 0;
 }
 
-static int rec_stack(struct reader *r, char **f, struct snap_stack **arr, size_t *n, size_t *cap,
-		     struct u64map *seen)
+static int rec_stack_key(struct reader *r, char **f, struct snap_stack **arr, size_t *n, size_t *cap,
+			 struct u64map *seen, uint64_t salt, int presplit)
 {
 	struct snap_stack st = { 0 };
-	if (split(r, f, 5) < 0 ||
+	if ((!presplit && split(r, f, 5) < 0) ||
 	    parse_index(r, f[0], r->s->n_nodes, &st.node, "stack node") < 0)
 		return -1;
 	r->stack_frames += r->depth[st.node];
@@ -450,7 +452,7 @@ static int rec_stack(struct reader *r, char **f, struct snap_stack **arr, size_t
 		return bad(r, "unknown stack kind '%.8s'", f[1]);
 	st.kind = f[1][0];
 	/* One record per stack and kind (see the format): a repeated one would be counted twice. */
-	uint64_t key = (uint64_t)st.node << 8 | (unsigned char)st.kind;
+	uint64_t key = ((uint64_t)st.node << 8 | (unsigned char)st.kind) ^ salt;
 	if (u64map_get(seen, key) != U64MAP_NONE)
 		return bad(r, "duplicate '%c' record for node %u, kind '%c'", r->line[0], st.node, st.kind);
 	if (charge(r, 4 * (sizeof(uint64_t) + sizeof(uint32_t))) < 0)
@@ -464,6 +466,12 @@ static int rec_stack(struct reader *r, char **f, struct snap_stack **arr, size_t
 		return -1;
 	(*arr)[(*n)++] = st;
 	return 0;
+}
+
+static int rec_stack(struct reader *r, char **f, struct snap_stack **arr, size_t *n, size_t *cap,
+		     struct u64map *seen)
+{
+	return rec_stack_key(r, f, arr, n, cap, seen, 0, 0);
 }
 
 static int rec_end(struct reader *r)
@@ -682,6 +690,70 @@ static int record(struct reader *r)
 		return rec_stack(r, f, &s->stacks, &s->n_stacks, &r->cap_stacks, &r->stack_seen);
 	case SNAP_TAG_LIVE:
 		return rec_stack(r, f, &s->live, &s->n_live, &r->cap_live, &r->live_seen);
+	case SNAP_TAG_PROC: {
+		if (s->version < SNAP_VERSION_TREE)
+			return bad(r, "unknown tag 'P' in a format %u snapshot (process trees are format %d)", s->version,
+				   SNAP_VERSION_TREE);
+		if (split(r, f, 11) < 0)
+			return -1;
+		if (s->n_procs >= SNAP_MAX_PROCS)
+			return bad(r, "more than %u processes", SNAP_MAX_PROCS);
+		if (grow(r, &s->procs, &r->cap_procs, s->n_procs, sizeof(*s->procs)) < 0)
+			return -1;
+		struct snap_proc *q = &s->procs[s->n_procs];
+		memset(q, 0, sizeof(*q));
+		/* Counted before parsing so that snap_fin frees what was parsed. */
+		s->n_procs++;
+		uint64_t prof = 0;
+		if (parse_int(r, f[0], 1, INT32_MAX, &ll, "pid") < 0)
+			return -1;
+		q->pid = (int)ll;
+		if (parse_int(r, f[1], 0, INT32_MAX, &ll, "parent pid") < 0 || parse_u64(r, f[2], &prof, "profiled flag") < 0)
+			return -1;
+		q->ppid = (int)ll;
+		if (prof > 1)
+			return bad(r, "profiled flag %llu is neither 0 nor 1", (unsigned long long)prof);
+		q->profiled = (int)prof;
+		if (parse_u64(r, f[3], &q->peak, "peak bytes") < 0 || parse_double(r, f[4], &q->peak_time, "peak time") < 0 ||
+		    parse_u64(r, f[5], &q->at_combined, "bytes at the combined peak") < 0 ||
+		    parse_u64(r, f[6], &q->vmhwm, "VmHWM") < 0 || parse_double(r, f[7], &q->start, "start time") < 0)
+			return -1;
+		if (strcmp(f[8], "-1") == 0)
+			q->end = -1;
+		else if (parse_double(r, f[8], &q->end, "end time") < 0)
+			return -1;
+		return parse_str(r, f[9], 1, &q->command, "string") < 0 || parse_str(r, f[10], 1, &q->file, "string") < 0
+			       ? -1 : 0;
+	}
+	case SNAP_TAG_TREE:
+		if (s->version < SNAP_VERSION_TREE)
+			return bad(r, "unknown tag 'r' in a format %u snapshot (process trees are format %d)", s->version,
+				   SNAP_VERSION_TREE);
+		if (s->has_tree)
+			return bad(r, "duplicate 'r' record");
+		if (split(r, f, 2) < 0 || parse_double(r, f[0], &s->tree_time, "combined peak time") < 0 ||
+		    parse_u64(r, f[1], &s->tree_charged, "combined peak bytes") < 0)
+			return -1;
+		s->has_tree = 1;
+		return 0;
+	case SNAP_TAG_TREESTACK: {
+		if (s->version < SNAP_VERSION_TREE)
+			return bad(r, "unknown tag 'j' in a format %u snapshot (process trees are format %d)", s->version,
+				   SNAP_VERSION_TREE);
+		if (split(r, f, 6) < 0)
+			return -1;
+		uint32_t proc = 0;
+		if (parse_index(r, f[5], s->n_procs, &proc, "process") < 0)
+			return -1;
+		/* The same checks and limits as a `k` record, with (node, kind, process) unique. */
+		size_t before = s->n_tree_stacks;
+		if (rec_stack_key(r, f, &s->tree_stacks, &s->n_tree_stacks, &r->cap_tree_stacks, &r->tree_seen,
+				  (uint64_t)proc << 40, 1) < 0)
+			return -1;
+		if (s->n_tree_stacks > before)
+			s->tree_stacks[before].proc = proc;
+		return 0;
+	}
 	case SNAP_TAG_SAMPLE: {
 		struct snap_sample smp;
 		if (split(r, f, 3) < 0 ||
@@ -793,6 +865,7 @@ static int run(struct reader *r, struct snap *s)
 	free(r->line);
 	u64map_fin(&r->stack_seen);
 	u64map_fin(&r->live_seen);
+	u64map_fin(&r->tree_seen);
 	return rc;
 }
 

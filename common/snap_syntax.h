@@ -36,6 +36,9 @@ enum snap_tag {
 	SNAP_TAG_LIVE = 'l',       /* l NODE KIND CHARGED RESERVED COUNT, live at the end */
 	SNAP_TAG_SAMPLE = 't',     /* t TIME CHARGED RSS */
 	SNAP_TAG_COUNTER = 'c',    /* c NAME COUNT */
+	SNAP_TAG_PROC = 'P',       /* P PID PPID PROFILED PEAK PEAKTIME ATCOMBINED VMHWM START END COMMAND|- FILE|- (format 4 on) */
+	SNAP_TAG_TREE = 'r',       /* r TIME CHARGED: the tree's combined peak (format 4 on) */
+	SNAP_TAG_TREESTACK = 'j',  /* j NODE KIND CHARGED RESERVED COUNT PROC: a stack at the combined peak (format 4 on) */
 	SNAP_TAG_END = 'e',        /* e: last line; anything after it is an error */
 };
 
@@ -43,6 +46,10 @@ enum snap_tag {
 #define SNAP_VERSION_PYFRAME 2
 /* The first format version with the `g` record (native frames with source lines, inlined calls). */
 #define SNAP_VERSION_SRCFRAME 3
+/* The first format version with the process tree (`P`, `r`, `j`). */
+#define SNAP_VERSION_TREE 4
+/* At most this many `P` records. */
+#define SNAP_MAX_PROCS (1u << 20)
 
 /* Written where an optional string reference is absent. */
 #define SNAP_NONE "-"

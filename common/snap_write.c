@@ -138,6 +138,19 @@ static void put_double(struct writer *w, double v)
 	put(w, tmp, strlen(tmp));
 }
 
+/* The shortest text that reads back as v (0 for a non-finite v), into tmp of 64 bytes. */
+static const char *double_text(char *tmp, double v)
+{
+	if (!isfinite(v))
+		v = 0;
+	for (int prec = 1; prec <= 17; prec++) {
+		snprintf(tmp, 64, "%.*g", prec, v);
+		if (strtod(tmp, NULL) == v)
+			break;
+	}
+	return tmp;
+}
+
 static void put_escaped(struct writer *w, const char *s)
 {
 	static const char hex[] = "0123456789abcdef";
@@ -306,6 +319,12 @@ static const char *invalid(const struct snap *s)
 	for (size_t i = 0; i < s->n_live; i++)
 		if (s->live[i].node >= n_nodes || !valid_kind(s->live[i].kind))
 			return "live stack refers to a missing node or has an unknown kind";
+	if ((s->n_procs && !s->procs) || (s->n_tree_stacks && !s->tree_stacks) || s->n_procs > SNAP_MAX_PROCS)
+		return "process tree missing or too large";
+	for (size_t i = 0; i < s->n_tree_stacks; i++)
+		if (s->tree_stacks[i].node >= n_nodes || !valid_kind(s->tree_stacks[i].kind) ||
+		    s->tree_stacks[i].proc >= s->n_procs)
+			return "combined-peak stack refers to a missing node or process, or has an unknown kind";
 	return NULL;
 }
 
@@ -393,6 +412,29 @@ static void put_snap(struct writer *w, const struct snap *s)
 		put_stack(w, SNAP_TAG_STACK, &s->stacks[i]);
 	for (i = 0; i < s->n_live && !w->failed; i++)
 		put_stack(w, SNAP_TAG_LIVE, &s->live[i]);
+	for (i = 0; i < s->n_procs && !w->failed; i++) {
+		const struct snap_proc *q = &s->procs[i];
+		char t1[64], t2[64], t3[64];
+		rec_start(&r, SNAP_TAG_PROC);
+		rec_fmt(&r, " %d %d %d %llu %s %llu %llu %s %s", q->pid, q->ppid, q->profiled ? 1 : 0,
+			(unsigned long long)q->peak, double_text(t1, q->peak_time), (unsigned long long)q->at_combined,
+			(unsigned long long)q->vmhwm, double_text(t2, q->start), q->end < 0 ? "-1" : double_text(t3, q->end));
+		rec_opt_str(w, &r, q->command);
+		rec_opt_str(w, &r, q->file);
+		rec_end(w, &r);
+	}
+	if (s->has_tree && !w->failed) {
+		char t1[64];
+		putf(w, "%c %s %llu", SNAP_TAG_TREE, double_text(t1, s->tree_time), (unsigned long long)s->tree_charged);
+		endl(w);
+	}
+	for (i = 0; i < s->n_tree_stacks && !w->failed; i++) {
+		const struct snap_stack *st = &s->tree_stacks[i];
+		putf(w, "%c %u %c %llu %llu %llu %u", SNAP_TAG_TREESTACK, (unsigned)st->node, st->kind,
+		     (unsigned long long)st->charged, (unsigned long long)st->reserved, (unsigned long long)st->count,
+		     (unsigned)st->proc);
+		endl(w);
+	}
 	for (i = 0; i < s->n_samples && !w->failed; i++) {
 		putf(w, "%c ", SNAP_TAG_SAMPLE);
 		put_double(w, s->samples[i].time);

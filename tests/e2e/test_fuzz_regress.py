@@ -43,7 +43,7 @@ REFUSED = {
     "line-too-long.gz": "line 12: line longer than 1048576 bytes",
     "missing-peak.txt": "line 27: end marker before the required 'p' record",
     "module-out-of-range.txt": "line 21: module 3 out of range",
-    "newer-version.txt": "line 1: snapshot format 4 is newer than this ptfil-view reads (3); upgrade ptfil",
+    "newer-version.txt": "line 1: snapshot format 5 is newer than this ptfil-view reads (4); upgrade ptfil",
     "node-cycle.txt": "line 14: parent node 1 refers to nothing (only 1 defined so far)",
     "nul-byte.txt": "line 20: NUL byte in line",
     "python-frame-in-v1.txt": "line 23: unknown tag 'y' in a format 1 snapshot (Python frames are format 2)",

@@ -40,13 +40,13 @@ static void make_snap(struct snap *s)
 	s->nodes = malloc(sizeof(nodes));
 	memcpy(s->nodes, nodes, sizeof(nodes));
 	static const struct snap_stack st[] = {
-		{ 4, 'h', 300, 300, 3 },   /* leaf under walk under walk */
-		{ 3, 'h', 100, 100, 1 },   /* walk (recursive) itself */
-		{ 5, 'm', 1000, 4000, 1 }, /* walk, other site: merges with node 2 */
-		{ 2, 'h', 5, 5, 1 },       /* walk, first site */
-		{ 6, 'm', 40, 4096, 1 },
-		{ 7, 'm', 7, 7, 1 },
-		{ 0, 'b', 9, 8192, 1 },    /* no stack */
+		{ 4, 'h', 300, 300, 3, 0 },   /* leaf under walk under walk */
+		{ 3, 'h', 100, 100, 1, 0 },   /* walk (recursive) itself */
+		{ 5, 'm', 1000, 4000, 1, 0 }, /* walk, other site: merges with node 2 */
+		{ 2, 'h', 5, 5, 1, 0 },       /* walk, first site */
+		{ 6, 'm', 40, 4096, 1, 0 },
+		{ 7, 'm', 7, 7, 1, 0 },
+		{ 0, 'b', 9, 8192, 1, 0 },    /* no stack */
 	};
 	s->n_stacks = sizeof(st) / sizeof(st[0]);
 	s->stacks = malloc(sizeof(st));
@@ -240,9 +240,9 @@ static void make_lines_snap(struct snap *s)
 		{ 1, 5 },  /* 6 main>prog + 0x50 */
 	};
 	static const struct snap_stack st[] = {
-		{ 3, 'h', 10, 10, 1 },
-		{ 5, 'h', 20, 20, 1 },
-		{ 6, 'h', 30, 30, 1 },
+		{ 3, 'h', 10, 10, 1, 0 },
+		{ 5, 'h', 20, 20, 1, 0 },
+		{ 6, 'h', 30, 30, 1, 0 },
 	};
 	snap_init(s);
 	s->n_modules = 1;
@@ -477,10 +477,10 @@ START_TEST(test_python_functions_grouped)
 	s.nodes = malloc(sizeof(nodes));
 	memcpy(s.nodes, nodes, sizeof(nodes));
 	static const struct snap_stack st[] = {
-		{ 3, 'h', 100, 100, 1 },
-		{ 5, 'h', 50, 50, 1 },
-		{ 8, 'h', 7, 7, 1 },
-		{ 7, 'h', 3, 3, 1 },
+		{ 3, 'h', 100, 100, 1, 0 },
+		{ 5, 'h', 50, 50, 1, 0 },
+		{ 8, 'h', 7, 7, 1, 0 },
+		{ 7, 'h', 3, 3, 1, 0 },
 	};
 	s.n_stacks = sizeof(st) / sizeof(st[0]);
 	s.stacks = malloc(sizeof(st));
@@ -544,7 +544,7 @@ START_TEST(test_deep_chain)
 	s.n_stacks = 1000;
 	s.stacks = calloc(s.n_stacks, sizeof(*s.stacks));
 	for (size_t i = 0; i < s.n_stacks; i++)
-		s.stacks[i] = (struct snap_stack){ depth - (uint32_t)i, 'h', 1, 1, 1 };
+		s.stacks[i] = (struct snap_stack){ depth - (uint32_t)i, 'h', 1, 1, 1, 0 };
 	ck_assert_int_eq(flame_build(&f, &s, NULL, FLAME_PEAK), 0);
 	ck_assert_uint_eq(f.n_nodes, depth + 1);
 	ck_assert_uint_eq(f.max_depth, depth);

@@ -230,18 +230,35 @@ static void build(struct snap *s)
 	s->nodes[9] = (struct snap_node){ 8, 8 };
 	s->nodes[10] = (struct snap_node){ 9, 9 };
 
+	/* The process tree: the main process and a child, with one stack each at the combined peak. */
+	s->n_procs = 2;
+	s->procs = calloc(2, sizeof(*s->procs));
+	s->procs[0] = (struct snap_proc){ .pid = 4242, .ppid = 0, .profiled = 1, .peak = 52428800, .peak_time = 0.75,
+					  .at_combined = 1048576, .vmhwm = 62914560, .start = 0, .end = 1.5,
+					  .command = strdup("./prog with space"), .file = NULL };
+	s->procs[1] = (struct snap_proc){ .pid = 4243, .ppid = 4242, .profiled = 1, .peak = 8192, .peak_time = 1.25,
+					  .at_combined = 4096, .vmhwm = 1 << 20, .start = 0.5, .end = -1,
+					  .command = NULL, .file = strdup("snap.4243.gz") };
+	s->has_tree = 1;
+	s->tree_time = 1.0625;
+	s->tree_charged = 1052672;
+	s->n_tree_stacks = 2;
+	s->tree_stacks = calloc(2, sizeof(*s->tree_stacks));
+	s->tree_stacks[0] = (struct snap_stack){ .node = 2, .kind = SNAP_KIND_MMAP, .charged = 1048576, .reserved = 2097152, .count = 1, .proc = 0 };
+	s->tree_stacks[1] = (struct snap_stack){ .node = 2, .kind = SNAP_KIND_MMAP, .charged = 4096, .reserved = 4096, .count = 1, .proc = 1 };
+
 	s->n_stacks = 5;
 	s->stacks = calloc(5, sizeof(*s->stacks));
-	s->stacks[0] = (struct snap_stack){ 2, SNAP_KIND_MMAP, 50ull << 20, 50ull << 20, 1 };
-	s->stacks[1] = (struct snap_stack){ 4, SNAP_KIND_MMAP, 4ull << 20, 512ull << 20, 4 };
-	s->stacks[2] = (struct snap_stack){ 5, SNAP_KIND_PSEUDO, 132 * 1024, 132 * 1024, 1 };
-	s->stacks[3] = (struct snap_stack){ 0, SNAP_KIND_BRK, 0, UINT64_MAX, 0 };
-	s->stacks[4] = (struct snap_stack){ 10, SNAP_KIND_HEAP, 3000, 3000, 30 };
+	s->stacks[0] = (struct snap_stack){ 2, SNAP_KIND_MMAP, 50ull << 20, 50ull << 20, 1, 0 };
+	s->stacks[1] = (struct snap_stack){ 4, SNAP_KIND_MMAP, 4ull << 20, 512ull << 20, 4, 0 };
+	s->stacks[2] = (struct snap_stack){ 5, SNAP_KIND_PSEUDO, 132 * 1024, 132 * 1024, 1, 0 };
+	s->stacks[3] = (struct snap_stack){ 0, SNAP_KIND_BRK, 0, UINT64_MAX, 0, 0 };
+	s->stacks[4] = (struct snap_stack){ 10, SNAP_KIND_HEAP, 3000, 3000, 30, 0 };
 
 	s->n_live = 2;
 	s->live = calloc(2, sizeof(*s->live));
-	s->live[0] = (struct snap_stack){ 4, SNAP_KIND_MMAP, 4ull << 20, 512ull << 20, 4 };
-	s->live[1] = (struct snap_stack){ 6, SNAP_KIND_HEAP, 17, 17, 3 };
+	s->live[0] = (struct snap_stack){ 4, SNAP_KIND_MMAP, 4ull << 20, 512ull << 20, 4, 0 };
+	s->live[1] = (struct snap_stack){ 6, SNAP_KIND_HEAP, 17, 17, 3, 0 };
 
 	s->n_samples = 3;
 	s->samples = calloc(3, sizeof(*s->samples));
@@ -293,6 +310,25 @@ static void assert_snap_eq(const struct snap *a, const struct snap *b)
 	ck_assert_uint_eq(a->peak.charged, b->peak.charged);
 	ck_assert_uint_eq(a->peak.reserved, b->peak.reserved);
 	ck_assert_uint_eq(a->peak.rss, b->peak.rss);
+	ck_assert_uint_eq(a->n_procs, b->n_procs);
+	for (i = 0; i < a->n_procs; i++) {
+		const struct snap_proc *x = &a->procs[i], *y = &b->procs[i];
+		ck_assert(x->pid == y->pid && x->ppid == y->ppid && x->profiled == y->profiled);
+		ck_assert(x->peak == y->peak && x->peak_time == y->peak_time && x->at_combined == y->at_combined);
+		ck_assert(x->vmhwm == y->vmhwm && x->start == y->start && x->end == y->end);
+		assert_str_eq_or_null(x->command, y->command);
+		assert_str_eq_or_null(x->file, y->file);
+	}
+	ck_assert_int_eq(a->has_tree, b->has_tree);
+	ck_assert(a->tree_time == b->tree_time);
+	ck_assert_uint_eq(a->tree_charged, b->tree_charged);
+	ck_assert_uint_eq(a->n_tree_stacks, b->n_tree_stacks);
+	for (i = 0; i < a->n_tree_stacks; i++) {
+		ck_assert_uint_eq(a->tree_stacks[i].node, b->tree_stacks[i].node);
+		ck_assert_int_eq(a->tree_stacks[i].kind, b->tree_stacks[i].kind);
+		ck_assert_uint_eq(a->tree_stacks[i].charged, b->tree_stacks[i].charged);
+		ck_assert_uint_eq(a->tree_stacks[i].proc, b->tree_stacks[i].proc);
+	}
 	ck_assert_uint_eq(a->n_modules, b->n_modules);
 	for (i = 0; i < a->n_modules; i++) {
 		ck_assert_str_eq(a->modules[i].path, b->modules[i].path);
@@ -403,7 +439,7 @@ START_TEST(test_strings_interned)
 	}
 	ck_assert_uint_eq(libc, 1);
 	ck_assert_uint_eq(mains, 1);
-	ck_assert(!strncmp(text, "ptfil-snapshot 3\n", 17));
+	ck_assert(!strncmp(text, "ptfil-snapshot 4\n", 17));
 	ck_assert(len >= 3 && !strcmp(text + len - 3, "\ne\n"));
 	free(text);
 }
@@ -988,8 +1024,9 @@ static const struct bad_case bad_cases[] = {
 	{ 9, "x -2", 9, "exit status -2 out of range" },
 	{ 9, "x 2147483648", 9, "exit status 2147483648 out of range" },
 	{ 6, "i 99999999999999999999", 6, "pid '99999999999999999999' out of range" },
-	{ 1, "ptfil-snapshot 7", 1, "snapshot format 7 is newer than this check_ptfil reads (3); upgrade ptfil" },
-	{ 1, "ptfil-snapshot 4", 1, "snapshot format 4 is newer than this check_ptfil reads (3); upgrade ptfil" },
+	{ 1, "ptfil-snapshot 7", 1, "snapshot format 7 is newer than this check_ptfil reads (4); upgrade ptfil" },
+	{ 1, "ptfil-snapshot 5", 1, "snapshot format 5 is newer than this check_ptfil reads (4); upgrade ptfil" },
+	{ 1, "ptfil-snapshot 4", 0, NULL },
 	{ 1, "ptfil-snapshot 3", 0, NULL },
 	{ 1, "ptfil-snapshot 2", 0, NULL },
 	/* Python frames are format 2: a format-1 file refuses them as a format-1 reader would. */
@@ -1052,6 +1089,26 @@ static const struct bad_case bad_cases_v3[] = {
 	{ 18, "u 0 ff 0 -", 18, "unknown symbol source 'ff'" },
 	{ 18, "u 0 f 2 -", 18, "lines flag 2 is neither 0 nor 1" },
 	{ 18, "u 0 f 1", 18, "expected 4 fields, found 3" },
+	{ 18, "P 7 1 1 10 0.5 10 20 0 -1 - -", 18, "unknown tag 'P' in a format 3 snapshot (process trees are format 4)" },
+	{ 18, "r 0.5 10", 18, "unknown tag 'r' in a format 3 snapshot" },
+	{ 18, "j 1 m 1 1 1 0", 18, "unknown tag 'j' in a format 3 snapshot" },
+};
+
+/* The same, in a format-4 document: the process tree is known. */
+static const struct bad_case bad_cases_v4[] = {
+	{ 18, "P 7 1 1 10 0.5 10 20 0 -1 - -", 0, NULL },
+	{ 18, "P 7 0 0 0 0 0 20 0.25 1.5 2 -", 0, NULL },
+	{ 18, "P 0 1 1 10 0.5 10 20 0 -1 - -", 18, "pid 0 out of range" },
+	{ 18, "P 7 -1 1 10 0.5 10 20 0 -1 - -", 18, "parent pid -1 out of range" },
+	{ 18, "P 7 1 2 10 0.5 10 20 0 -1 - -", 18, "profiled flag 2 is neither 0 nor 1" },
+	{ 18, "P 7 1 1 10 nan 10 20 0 -1 - -", 18, "malformed peak time" },
+	{ 18, "P 7 1 1 10 0.5 10 20 0 -2x - -", 18, "malformed end time" },
+	{ 18, "P 7 1 1 10 0.5 10 20 0 -1 9 -", 18, "string 9 refers to nothing" },
+	{ 18, "P 7 1 1 10 0.5 10 20 0 -1 -", 18, "expected 11 fields, found 10" },
+	{ 18, "r 0.5 10", 0, NULL },
+	{ 18, "r 0.5", 18, "expected 2 fields, found 1" },
+	{ 18, "j 1 m 1 1 1 0", 18, "process 0 refers to nothing" },
+	{ 18, "u 0 f 1 2", 0, NULL },
 };
 
 static void check_case(const struct bad_case *c, int i, unsigned version)
@@ -1093,6 +1150,12 @@ END_TEST
 START_TEST(test_bad_records_v3)
 {
 	check_case(&bad_cases_v3[_i], _i, 3);
+}
+END_TEST
+
+START_TEST(test_bad_records_v4)
+{
+	check_case(&bad_cases_v4[_i], _i, 4);
 }
 END_TEST
 
@@ -1277,6 +1340,7 @@ Suite *snap_suite(void)
 	tcase_add_loop_test(tc, test_bad_records, 0, (int)(sizeof(bad_cases) / sizeof(bad_cases[0])));
 	tcase_add_loop_test(tc, test_bad_records_v2, 0, (int)(sizeof(bad_cases_v2) / sizeof(bad_cases_v2[0])));
 	tcase_add_loop_test(tc, test_bad_records_v3, 0, (int)(sizeof(bad_cases_v3) / sizeof(bad_cases_v3[0])));
+	tcase_add_loop_test(tc, test_bad_records_v4, 0, (int)(sizeof(bad_cases_v4) / sizeof(bad_cases_v4[0])));
 	tcase_add_test(tc, test_after_end_and_long_lines);
 	tcase_add_test(tc, test_gzip_error_messages);
 	tcase_add_test(tc, test_blank_lines_limited);
