@@ -37,6 +37,11 @@ static void usage(FILE *f)
 		"  -f, --follow-forks    profile every process the program starts, each to its\n"
 		"                        own snapshot FILE-without-.gz.CHILDPID.gz; without it,\n"
 		"                        children run unprofiled\n"
+		"  -M, --max-peak SIZE   launch: a memory budget; when the peak (with -f, the\n"
+		"                        combined peak of the whole tree) is above SIZE, say\n"
+		"                        so with the top stack and exit with status 97 once\n"
+		"                        the program is done (its own failure status wins).\n"
+		"                        SIZE in bytes, or with K, M, G or T (binary): 512M, 2G\n"
 		"  -d, --duration SECONDS  attach: detach after SECONDS\n"
 		"  -i, --interval MS     poll residency every MS milliseconds for the timeline\n"
 		"                        (default %d; 0 turns the poll off)\n"
@@ -72,7 +77,8 @@ static void usage(FILE *f)
 		"kill -USR1 of ptfil writes what is live now to FILE-without-.gz.live-N.gz.\n"
 		"\n"
 		"launch exits with PROGRAM's exit status, or 128+N when it was killed by\n"
-		"signal N; 127 when PROGRAM cannot be found, 126 when it cannot be run.\n"
+		"signal N; 127 when PROGRAM cannot be found, 126 when it cannot be run;\n"
+		"97 when PROGRAM exited 0 but the peak was over --max-peak.\n"
 		"attach exits with 0 once detached (or PID exited) and the snapshot written;\n"
 		"3 when PID does not exist or is a zombie, 4 when ptfil may not trace it\n"
 		"(another user, kernel.yama.ptrace_scope, no CAP_SYS_PTRACE), 5 when it is\n"
@@ -104,6 +110,27 @@ static unsigned long long parse_bytes(const char *s)
 	if (!*s || *s == '-' || *end || errno || v == 0 || v > (1ULL << 40) / mult)
 		die_status(2, "invalid --large-block '%s' (bytes, optionally with K or M)", s);
 	return v * mult;
+}
+
+/* --max-peak: bytes, or a number with K, M, G or T (powers of 1024), optionally followed by "B" or "iB". */
+static unsigned long long parse_size(const char *s)
+{
+	char *end;
+	errno = 0;
+	double v = strtod(s, &end);
+	double mult = 1;
+	switch (*end) {
+	case 'k': case 'K': mult = 1024.0; end++; break;
+	case 'm': case 'M': mult = 1024.0 * 1024; end++; break;
+	case 'g': case 'G': mult = 1024.0 * 1024 * 1024; end++; break;
+	case 't': case 'T': mult = 1024.0 * 1024 * 1024 * 1024; end++; break;
+	default: break;
+	}
+	if (mult > 1 && (!strcmp(end, "B") || !strcmp(end, "iB")))
+		end += strlen(end);
+	if (!*s || *s == '-' || *end || errno || !(v > 0) || v * mult >= 1e18 || v * mult < 1)
+		die_status(2, "invalid --max-peak '%s' (bytes, or with K, M, G or T: 512M, 2G)", s);
+	return (unsigned long long)(v * mult);
 }
 
 static double parse_seconds(const char *s)
@@ -151,6 +178,7 @@ static int cmd_run(int argc, char **argv, int attach)
 		{ "duration", required_argument, NULL, 'd' },
 		{ "heap-events", required_argument, NULL, 'e' },
 		{ "exact-sizes", no_argument, NULL, 'x' },
+		{ "max-peak", required_argument, NULL, 'M' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -165,7 +193,7 @@ static int cmd_run(int argc, char **argv, int attach)
 	o.exact_sizes = exact && *exact && strcmp(exact, "0") != 0;
 	int c;
 	/* '+': stop at the program's name, so its own options stay its own. */
-	while ((c = getopt_long(argc, argv, "+o:i:l:e:xfmnd:qhV", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+o:i:l:e:xfmnd:M:qhV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'o': o.output = optarg; break;
 		case 'i': o.interval_ms = parse_ms(optarg); break;
@@ -175,6 +203,13 @@ static int cmd_run(int argc, char **argv, int attach)
 		case 'm': o.no_heap = 1; break;
 		case 'n': o.native_frames = 1; break;
 		case 'x': o.exact_sizes = 1; break;
+		case 'M':
+			if (attach) {
+				error("--max-peak is for launch: it sets ptfil's exit status once the program is done");
+				return 2;
+			}
+			o.max_peak = parse_size(optarg);
+			break;
 		case 'd':
 			if (!attach) {
 				error("--duration is for attach; a launched program runs to its end");

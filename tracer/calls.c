@@ -432,19 +432,19 @@ void calls_trap(struct tracer *T, struct tracee *t, struct user_regs_struct *reg
 	struct hooks *h = &t->p->hooks;
 	if (h->trampoline_armed && at == h->trampoline) {
 		/* The mapping calls' wrappers (attach) are counted apart: the malloc family's stops have a budget. */
-		T->stops[t->in_alloc && HOOK_IS_WRAPPER(t->call.fn) ? STOP_BP_WRAPPER : STOP_BP_RETURN]++;
+		tracer_count_stop(T, t, t->in_alloc && HOOK_IS_WRAPPER(t->call.fn) ? STOP_BP_WRAPPER : STOP_BP_RETURN);
 		on_return(T, t, regs);
 		return;
 	}
 	const struct hook_bp *b = hooks_find(h, at);
 	if (b->fn == HOOK_DL_DEBUG) {
-		T->stops[STOP_DL_DEBUG]++;
+		tracer_count_stop(T, t, STOP_DL_DEBUG);
 		on_load(T, t, b, regs);
 	} else if (b->at_exit) {
-		T->stops[STOP_BP_RETURN]++;
+		tracer_count_stop(T, t, STOP_BP_RETURN);
 		on_exit_bp(T, t, b, regs);
 	} else {
-		T->stops[HOOK_IS_WRAPPER(b->fn) ? STOP_BP_WRAPPER : STOP_BP_ENTRY]++;
+		tracer_count_stop(T, t, HOOK_IS_WRAPPER(b->fn) ? STOP_BP_WRAPPER : STOP_BP_ENTRY);
 		on_entry(T, t, b, regs);
 	}
 }

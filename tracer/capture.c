@@ -191,9 +191,33 @@ static double seconds(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+void capture_account(struct tracer *T, struct proc *next)
+{
+	const struct unwind *u = &T->unw;
+	struct proc_counts *seen = &T->unw_seen;
+	if (T->unw_owner) {
+		struct proc_counts *c = &T->unw_owner->counts;
+		c->unwinds += u->unwinds - seen->unwinds;
+		c->remote_reads += u->remote_reads - seen->remote_reads;
+		c->stack_copies += u->stack_copies - seen->stack_copies;
+		c->memo_hits += u->memo_hits - seen->memo_hits;
+		c->splices += u->splices - seen->splices;
+		c->spliced_frames += u->spliced_frames - seen->spliced_frames;
+	}
+	seen->unwinds = u->unwinds;
+	seen->remote_reads = u->remote_reads;
+	seen->stack_copies = u->stack_copies;
+	seen->memo_hits = u->memo_hits;
+	seen->splices = u->splices;
+	seen->spliced_frames = u->spliced_frames;
+	T->unw_owner = next;
+}
+
 static void begin(struct tracer *T, struct tracee *t, const struct user_regs_struct *regs, const void *stack, size_t len)
 {
 	struct capture *c = &T->capture;
+	if (T->unw_owner != t->p)
+		capture_account(T, t->p);
 	c->tid = t->tid;
 	c->py = !T->no_python && t->p->py.state == PY_READY;
 	double t0 = c->py ? seconds() : 0;
@@ -272,6 +296,8 @@ int capture_in_exit_fn(struct tracer *T, struct tracee *t, const struct user_reg
 	 * shorter), the thread is not inside, and no unwind is needed. A word
 	 * that looks like one may be stale: the unwind decides.
 	 */
+	if (T->unw_owner != t->p)
+		capture_account(T, t->p);
 	unwind_begin(&T->unw, t->tid, regs, &t->p->mm, &T->reg);
 	const struct unwind *u = &T->unw;
 	int maybe = u->stack_len == 0;

@@ -41,4 +41,12 @@ int capture_in_exit_fn(struct tracer *T, struct tracee *t, const struct user_reg
 /* At a clone event of thread t: the new thread child of the same process records t's stack as its origin. */
 void capture_thread_origin(struct tracer *T, struct tracee *t, struct tracee *child);
 
+/*
+ * The unwinder counts for the run; this charges what it counted since the
+ * last call to the process it was unwinding for, and makes next (or NULL)
+ * that process from now on. Called before each process's unwinds, before a
+ * snapshot's counters are read, and before a process is freed.
+ */
+void capture_account(struct tracer *T, struct proc *next);
+
 #endif

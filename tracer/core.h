@@ -16,16 +16,11 @@
 #include "tracer/stacks.h"
 #include "tracer/tracee.h"
 #include "tracer/tracer.h"
+#include "tracer/tree.h"
 #include "tracer/unwind.h"
 
 #define TRACER_SPIN_US 50 /* default of PTFIL_SPIN_US: loop_wait */
 
-/* Why ptfil stopped the target, counted for the snapshot (DESIGN's stop budget). */
-enum stop_kind {
-	STOP_SECCOMP, STOP_SYSCALL_EXIT, STOP_SIGNAL, STOP_GROUP, STOP_NEW_TASK,
-	STOP_CLONE, STOP_EXEC, STOP_EXIT, STOP_BP_ENTRY, STOP_BP_RETURN, STOP_DL_DEBUG,
-	STOP_OTHER, STOP_BACKPRESSURE, STOP_BP_WRAPPER, STOP__COUNT
-};
 
 #define TRACER_HASH 256
 #define TRACER_RETIRED 1024
@@ -51,7 +46,8 @@ struct tracer {
 	double t0;             /* monotonic seconds at start */
 	double start_time;     /* unix time at start */
 	double deadline;       /* --duration: when to leave, 0 for never */
-	uint64_t stops[STOP__COUNT];
+	uint64_t stops[STOP__COUNT];   /* the whole run's; each process counts its own (proc_counts) */
+	struct tree tree;               /* the process tree and its combined peak (tracer/tree.h) */
 	uint64_t refreshes;
 	uint64_t reconciled;      /* mappings found by proc_reconcile */
 	uint64_t nested_calls;    /* hooked calls made inside the allocator, not counted */
@@ -66,6 +62,8 @@ struct tracer {
 		int copied;         /* from a stack copy the kernel took (capture_copied): no Python frames */
 		double begin_s;     /* seconds spent in capture_begin */
 	} capture;
+	struct proc *unw_owner;    /* whose unwinds the unwinder's counters count now (capture_account) */
+	struct proc_counts unw_seen; /* the unwinder's counters when unw_owner took over */
 	struct srcmemo *src;       /* source lines of stack frame i, resolved when written (export.c) */
 	size_t n_src;
 	uint64_t src_lookups;      /* frames looked up in DWARF, for the counters */
@@ -82,5 +80,13 @@ struct tracer {
 	pid_t retired[TRACER_RETIRED];
 	unsigned retired_next;
 };
+
+/* A stop of thread t (NULL when it is not known), counted for the run and for its process. */
+static inline void tracer_count_stop(struct tracer *T, struct tracee *t, enum stop_kind k)
+{
+	T->stops[k]++;
+	if (t)
+		t->p->counts.stops[k]++;
+}
 
 #endif

@@ -1,4 +1,5 @@
 /* From the tracer's tables to a struct snap, symbolized so the file reads anywhere, then written. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -8,6 +9,7 @@
 #include "symbols/debugfile.h"
 #include "symbols/srcline.h"
 #include "symbols/sym.h"
+#include "tracer/capture.h"
 #include "tracer/core.h"
 #include "tracer/export.h"
 
@@ -360,22 +362,30 @@ static int build(struct tracer *T, struct proc *p, int live, struct snap *s, str
 		s->samples[i].charged = p->samples[i].charged;
 		s->samples[i].rss = p->samples[i].rss;
 	}
-	s->counters = calloc(STOP__COUNT + 64, sizeof(*s->counters)); /* stops, then the named counters below */
+	s->counters = calloc(STOP__COUNT + 96, sizeof(*s->counters)); /* stops, then the named counters below */
 	if (!s->counters)
 		return -1;
 	size_t k = 0;
-	uint64_t total = 0;
+	uint64_t total = 0, run_total = 0;
+	/* This process's own stops and unwinds; with --follow-forks, the whole run's beside them. */
+	capture_account(T, T->unw_owner);
+	const struct proc_counts *pc = &p->counts;
 	for (int i = 0; i < STOP__COUNT; i++) {
-		total += T->stops[i];
-		if (counter(s, &k, stop_names[i], T->stops[i]))
+		total += pc->stops[i];
+		run_total += T->stops[i];
+		if (counter(s, &k, stop_names[i], pc->stops[i]))
 			return -1;
 	}
-	if (counter(s, &k, "stops.total", total) || counter(s, &k, "unwinds", T->unw.unwinds) ||
-	    counter(s, &k, "unwind.remote_reads", T->unw.remote_reads) ||
-	    counter(s, &k, "unwind.stack_copies", T->unw.stack_copies) ||
-	    counter(s, &k, "unwind.memo_hits", T->unw.memo_hits) ||
-	    counter(s, &k, "unwind.splices", T->unw.splices) ||
-	    counter(s, &k, "unwind.spliced_frames", T->unw.spliced_frames) ||
+	if (counter(s, &k, "stops.total", total) || counter(s, &k, "unwinds", pc->unwinds) ||
+	    counter(s, &k, "unwind.remote_reads", pc->remote_reads) ||
+	    counter(s, &k, "unwind.stack_copies", pc->stack_copies) ||
+	    counter(s, &k, "unwind.memo_hits", pc->memo_hits) ||
+	    counter(s, &k, "unwind.splices", pc->splices) ||
+	    counter(s, &k, "unwind.spliced_frames", pc->spliced_frames) ||
+	    (T->opts.follow_forks && (counter(s, &k, "run.stops.total", run_total) ||
+				      counter(s, &k, "run.unwinds", T->unw.unwinds))) ||
+	    (T->tree.unprofiled && (counter(s, &k, "children.unprofiled", T->tree.unprofiled) ||
+				    counter(s, &k, "children.unprofiled_max_vmhwm_bytes", T->tree.unprofiled_hwm))) ||
 	    (T->unw.verify && counter(s, &k, "unwind.splice_mismatches", T->unw.splice_mismatches)) ||
 	    counter(s, &k, "residency.refreshes", T->refreshes) ||
 	    counter(s, &k, "symbols.lookups", T->src_lookups) ||
@@ -421,7 +431,61 @@ static int build(struct tracer *T, struct proc *p, int live, struct snap *s, str
 	     counter(s, &k, "python.native_us", ps->native_us) || counter(s, &k, "python.python_us", ps->python_us)))
 		return -1;
 	s->n_counters = k;
+	/* The main process's snapshot carries the tree: every process, and the combined peak. */
+	if (p->pid == T->main_pid && !live && tree_export(T, s, rm->node))
+		return -1;
 	return 0;
+}
+
+/* One frame as a line of text shows it: "make_table (table.c:24)", "load (demo.py:12)", "libfoo.so + 0x1234". */
+static void frame_text(struct tracer *T, uint32_t fi, char *buf, size_t size)
+{
+	const struct stacks_frame *f = &T->stacks.frames[fi];
+	if (f->module == STACKS_PY_MODULE) {
+		const struct pyname *py = &T->pynames.v[f->offset >> 32];
+		const char *slash = strrchr(py->file, '/');
+		snprintf(buf, size, "%s (%s:%u)", py->function, slash ? slash + 1 : py->file, (unsigned)f->offset);
+		return;
+	}
+	if (f->name || f->module == STACKS_NO_MODULE || f->module >= T->reg.n) {
+		if (f->name)
+			snprintf(buf, size, "%s", f->name);
+		else
+			snprintf(buf, size, "0x%llx", (unsigned long long)f->offset);
+		return;
+	}
+	const struct modreg_entry *e = &T->reg.v[f->module];
+	const char *name = e->sym ? sym_lookup(e->sym, f->offset, NULL) : NULL;
+	char *dm = sym_demangle(name);
+	struct sym_srcframe *v;
+	int n = frame_source(T, fi, &v);
+	const char *fn = dm ? dm : name ? name : n > 0 ? v[n - 1].function : NULL;
+	const char *mod = strrchr(e->path, '/');
+	mod = mod ? mod + 1 : e->path;
+	if (!fn)
+		snprintf(buf, size, "%s + 0x%llx", mod, (unsigned long long)f->offset);
+	else if (n > 0 && v[n - 1].file) {
+		const char *slash = strrchr(v[n - 1].file, '/');
+		snprintf(buf, size, "%s (%s:%u)", fn, slash ? slash + 1 : v[n - 1].file, (unsigned)v[n - 1].line);
+	} else {
+		snprintf(buf, size, "%s (%s)", fn, mod);
+	}
+	free(dm);
+}
+
+char *export_stack_text(struct tracer *T, uint32_t node, size_t max)
+{
+	char buf[2048], one[512];
+	size_t k = 0, shown = 0;
+	buf[0] = '\0';
+	for (uint32_t n = node; n != STACKS_ROOT && n < T->stacks.n_nodes && shown < max; n = T->stacks.nodes[n].parent) {
+		frame_text(T, T->stacks.nodes[n].frame, one, sizeof(one));
+		int w = snprintf(buf + k, sizeof(buf) - k, "%s%s", shown++ ? " <- " : "", one);
+		if (w < 0 || (size_t)w >= sizeof(buf) - k)
+			break;
+		k += (size_t)w;
+	}
+	return strdup(shown ? buf : "(no stack)");
 }
 
 int tracer_write_snapshot(struct tracer *T, struct proc *p, int live, const char *path)

@@ -4,6 +4,9 @@
 #ifndef PTFIL_EXPORT_H
 #define PTFIL_EXPORT_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 struct tracer;
 struct proc;
 
@@ -19,5 +22,12 @@ int tracer_write_snapshot(struct tracer *T, struct proc *p, int live, const char
  * kept for the next snapshot: this frees them.
  */
 void export_fin(struct tracer *T);
+
+/*
+ * Stack node `node` as one line, innermost first, at most max frames:
+ * "malloc (malloc.c:3281) <- make_table (table.c:24) <- main (table.c:32)".
+ * The caller frees it; NULL when out of memory.
+ */
+char *export_stack_text(struct tracer *T, uint32_t node, size_t max);
 
 #endif

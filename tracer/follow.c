@@ -42,7 +42,9 @@ static void charge_existing(struct tracer *T, struct proc *p, const char *pseudo
 			p->brk_cur = e->end;
 		if (!maps_entry_is_anon(e) || !(e->perms & (MAPS_R | MAPS_W)))
 			continue;
-		if (ledger_add_capped(&p->ledger, e->start, e->end, node, SNAP_KIND_PSEUDO))
+		/* A forked child shares its parent's pages until one of them writes: counted once, by the parent. */
+		if ((p->parent ? ledger_add_inherited : ledger_add_capped)(&p->ledger, e->start, e->end, node,
+									     SNAP_KIND_PSEUDO))
 			warning("out of memory recording the memory of process %d", (int)p->pid);
 	}
 	maps_fin(&maps);
@@ -60,6 +62,7 @@ int proc_follow(struct tracer *T, struct proc *p, pid_t tid, const char *pseudo,
 	p->ready = 1;
 	p->last_faults = resid_faults(&p->resid);
 	charge_existing(T, p, pseudo);
+	p->inherited = p->parent != 0;
 	/* With --mappings-only, attach still needs the mapping calls' wrappers: there is no seccomp filter. */
 	if (arm && (!T->opts.no_heap || p->wrappers)) {
 		p->hooks.wrappers = p->wrappers;

@@ -217,8 +217,12 @@ int tracer_launch(const struct tracer_opts *o)
 	if (!p || tracer_write_snapshot(&T, p, 0, T.output)) {
 		error("no snapshot written; the program exited with status %d", T.main_status);
 		rc = -1;
-	} else if (!o->quiet) {
-		run_summary(p, T.output);
+	} else {
+		if (!o->quiet) {
+			run_summary(p, T.output);
+			run_summary_children(&T);
+		}
+		rc = run_budget(&T, p, rc);
 	}
 	free(def);
 	run_fin(&T);

@@ -59,11 +59,13 @@ static void account(struct ledger *l, const struct ledger_seg *s, int sign)
 
 static void remeasure(struct ledger *l, struct ledger_seg *s)
 {
-	uint64_t now = l->measure(l->measure_arg, s->start, s->end);
+	ledger_measure_fn m = s->excl && l->measure_excl ? l->measure_excl : l->measure;
+	uint64_t now = m(l->measure_arg, s->start, s->end);
 	l->measures++;
 	if (now > s->cap)
 		now = s->cap;
-	if (s->cap != UINT64_MAX)
+	/* Capped memory only goes; inherited memory comes back when the other side gives its pages up. */
+	if (s->cap != UINT64_MAX && !s->excl)
 		s->cap = now;
 	l->by_stack[s->stack].charged += now - s->charged;
 	l->charged += now - s->charged;
@@ -132,14 +134,14 @@ int ledger_remove(struct ledger *l, uint64_t start, uint64_t end)
 		l->n_segs--;
 		/* Keep the parts outside [start, end), measured anew. */
 		if (s.start < start) {
-			struct ledger_seg lo = { s.start, start, 0, s.stack, s.cap };
+			struct ledger_seg lo = { s.start, start, 0, s.stack, s.cap, s.excl };
 			if (insert_at(l, i, &lo))
 				return -1;
 			remeasure(l, &l->segs[i]);
 			i++;
 		}
 		if (s.end > end) {
-			struct ledger_seg hi = { end, s.end, 0, s.stack, s.cap };
+			struct ledger_seg hi = { end, s.end, 0, s.stack, s.cap, s.excl };
 			if (insert_at(l, i, &hi))
 				return -1;
 			remeasure(l, &l->segs[i]);
@@ -156,7 +158,7 @@ int ledger_add(struct ledger *l, uint64_t start, uint64_t end, uint32_t stack, c
 	if (ensure_stack(l, stack) || ledger_remove(l, start, end))
 		return -1;
 	l->kind[stack] = kind;
-	struct ledger_seg s = { start, end, 0, stack, UINT64_MAX };
+	struct ledger_seg s = { start, end, 0, stack, UINT64_MAX, 0 };
 	size_t i = first_after(l, start);
 	if (insert_at(l, i, &s))
 		return -1;
@@ -171,6 +173,25 @@ int ledger_add_capped(struct ledger *l, uint64_t start, uint64_t end, uint32_t s
 	size_t i = first_after(l, start);
 	l->segs[i].cap = l->segs[i].charged;
 	return 0;
+}
+
+int ledger_add_inherited(struct ledger *l, uint64_t start, uint64_t end, uint32_t stack, char kind)
+{
+	if (ledger_add(l, start, end, stack, kind))
+		return -1;
+	size_t i = first_after(l, start);
+	struct ledger_seg *s = &l->segs[i];
+	s->cap = s->charged;  /* resident at the fork: the most it can hold */
+	s->excl = 1;
+	remeasure(l, s);
+	return 0;
+}
+
+void ledger_refresh_inherited(struct ledger *l)
+{
+	for (size_t i = 0; i < l->n_segs; i++)
+		if (l->segs[i].excl)
+			remeasure(l, &l->segs[i]);
 }
 
 int ledger_add_bytes(struct ledger *l, uint32_t stack, char kind, uint64_t bytes, uint64_t count)

@@ -19,6 +19,7 @@ struct ledger_seg {
 	uint64_t charged;   /* resident bytes when last measured */
 	uint32_t stack;
 	uint64_t cap;       /* the charge never rises above this; UINT64_MAX for none */
+	int excl;           /* inherited at fork: measured by its pages mapped here only (measure_excl) */
 };
 
 struct ledger_charge {
@@ -41,6 +42,7 @@ struct ledger {
 	struct ledger_peak peak;
 	int has_peak;
 	ledger_measure_fn measure;
+	ledger_measure_fn measure_excl;                     /* pages mapped by this process alone */
 	void *measure_arg;
 	uint64_t measures;                                  /* calls to measure, for counters */
 };
@@ -61,6 +63,15 @@ int ledger_add(struct ledger *l, uint64_t start, uint64_t end, uint32_t stack, c
  * more (pages that fault in later belong to the blocks made there since).
  */
 int ledger_add_capped(struct ledger *l, uint64_t start, uint64_t end, uint32_t stack, char kind);
+/*
+ * As ledger_add_capped, for memory a forked child shares copy-on-write with
+ * its parent: charged by its pages that this process alone maps (measure_excl:
+ * written since the fork by either side, or left to it by the other), at
+ * most what was resident at the fork; its parent keeps the shared pages.
+ */
+int ledger_add_inherited(struct ledger *l, uint64_t start, uint64_t end, uint32_t stack, char kind);
+/* Measures again the ranges ledger_add_inherited made (the other side of a fork wrote or went). */
+void ledger_refresh_inherited(struct ledger *l);
 /*
  * Charges bytes that no range measures (a small heap block, at its size) to
  * stack, with count live objects. Returns 0, or -1 when out of memory.

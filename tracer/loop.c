@@ -148,6 +148,9 @@ static void on_exit_status(struct tracer *T, struct tracee *t, int status)
 			T->main_status = p->status;
 	}
 	int last = p->nthreads == 1 && p->profiled && p->pid != T->main_pid;
+	/* The pages it shared with a parent or a child are theirs alone now. */
+	if (p->nthreads == 1 && p->profiled && T->opts.follow_forks)
+		sysc_refresh_inherited(T, p);
 	tracer_remove_thread(T, t);
 	if (last) {
 		/* A followed child is done: its snapshot now, its tables freed. */
@@ -161,8 +164,18 @@ static void on_exit_status(struct tracer *T, struct tracee *t, int status)
 static void on_exit_event(struct tracer *T, struct tracee *t)
 {
 	struct proc *p = t->p;
+	if (!p->profiled && t->tid == p->pid && !T->attach) {
+		/* A child not profiled: what the tree says of it (tracer/tree.h), read while it is still there. */
+		p->vmhwm = resid_vmhwm(p->pid);
+		if (!p->argv)
+			p->argv = procfs_argv(p->pid);
+		return;
+	}
 	if (!p->profiled || !p->ready)
 		return;
+	/* Its inherited pages as they are at the end, exactly (tree_check_peak measures them at most so often). */
+	if (p->inherited)
+		ledger_refresh_inherited(&p->ledger);
 	sysc_before_release(T, p, 0, 0);
 	uint64_t hwm = resid_vmhwm(p->pid);
 	if (hwm > p->vmhwm)
@@ -246,20 +259,20 @@ static void run_event(struct tracer *T, struct stop *s)
 	switch (s->ev) {
 	case EVENT_SYSCALL_EXIT:
 		/* The exit of a mapping syscall we asked to see: record its result, run on. */
-		T->stops[STOP_SYSCALL_EXIT]++;
+		tracer_count_stop(T, t, STOP_SYSCALL_EXIT);
 		t->in_syscall = 0;
 		sysc_exit(T, t);
 		restart(t, PTRACE_CONT, 0);
 		return;
 	case EVENT_SECCOMP:
 		/* A mapping syscall's entry: measure before a release; see its exit only if needed. */
-		T->stops[STOP_SECCOMP]++;
+		tracer_count_stop(T, t, STOP_SECCOMP);
 		restart(t, sysc_entry(T, t), 0);
 		return;
 	case EVENT_CLONE:
 	case EVENT_FORK:
 	case EVENT_VFORK: {
-		T->stops[STOP_CLONE]++;
+		tracer_count_stop(T, t, STOP_CLONE);
 		struct tracee *c = learn_child(T, t);
 		/* A thread's stacks read on into the call that started it. */
 		if (c && s->ev == EVENT_CLONE)
@@ -268,32 +281,32 @@ static void run_event(struct tracer *T, struct stop *s)
 		return;
 	}
 	case EVENT_VFORK_DONE:
-		T->stops[STOP_OTHER]++;
+		tracer_count_stop(T, t, STOP_OTHER);
 		restart(t, PTRACE_CONT, 0);
 		return;
 	case EVENT_EXEC:
-		T->stops[STOP_EXEC]++;
+		tracer_count_stop(T, t, STOP_EXEC);
 		if (!on_exec(T, t))
 			restart(t, PTRACE_CONT, 0);
 		return;
 	case EVENT_EXIT:
-		T->stops[STOP_EXIT]++;
+		tracer_count_stop(T, t, STOP_EXIT);
 		t->exiting = 1;
 		on_exit_event(T, t);
 		restart(t, PTRACE_CONT, 0);
 		return;
 	case EVENT_GROUP_STOP:
 		/* Stay stopped, as without ptfil, until SIGCONT. */
-		T->stops[STOP_GROUP]++;
+		tracer_count_stop(T, t, STOP_GROUP);
 		restart(t, PTRACE_LISTEN, 0);
 		return;
 	case EVENT_INTERRUPT:
-		T->stops[STOP_NEW_TASK]++;
+		tracer_count_stop(T, t, STOP_NEW_TASK);
 		restart(t, PTRACE_CONT, 0);
 		return;
 	case EVENT_PAST_TRAP:
 		/* Its int3's SIGTRAP is reported next, as EVENT_TRAP. */
-		T->stops[STOP_OTHER]++;
+		tracer_count_stop(T, t, STOP_OTHER);
 		restart(t, PTRACE_CONT, 0);
 		return;
 	case EVENT_TRAP:
@@ -303,7 +316,7 @@ static void run_event(struct tracer *T, struct stop *s)
 		return;
 	case EVENT_SIGNAL: {
 		/* Signal-delivery-stop: deliver the signal exactly as it came. */
-		T->stops[STOP_SIGNAL]++;
+		tracer_count_stop(T, t, STOP_SIGNAL);
 		int sig = WSTOPSIG(s->status);
 		siginfo_t si;
 		if (t->p->pid == T->main_pid && (sig == SIGINT || sig == SIGQUIT || sig == SIGTERM || sig == SIGHUP) &&
@@ -316,7 +329,7 @@ static void run_event(struct tracer *T, struct stop *s)
 	}
 	case EVENT_BACKPRESSURE:
 		/* The ring was drained above: the thread goes on as if never stopped. */
-		T->stops[STOP_BACKPRESSURE]++;
+		tracer_count_stop(T, t, STOP_BACKPRESSURE);
 		restart(t, PTRACE_CONT, 0);
 		return;
 	case EVENT_GONE:

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "tracer/capture.h"
 #include "tracer/core.h"
 #include "tracer/kheap.h"
 #include "tracer/procfs.h"
@@ -35,6 +36,11 @@ struct proc *tracer_proc(struct tracer *T, pid_t pid)
 	return NULL;
 }
 
+static uint64_t measure_excl(void *arg, uint64_t start, uint64_t end)
+{
+	return resid_range_exclusive(arg, start, end);
+}
+
 static uint64_t measure(void *arg, uint64_t start, uint64_t end)
 {
 	return resid_range(arg, start, end);
@@ -48,6 +54,7 @@ static struct proc *proc_new(struct tracer *T, pid_t pid)
 	p->pid = pid;
 	p->resid.pagemap_fd = p->resid.stat_fd = p->resid.statm_fd = -1;
 	ledger_init(&p->ledger, measure, &p->resid);
+	p->ledger.measure_excl = measure_excl;
 	heap_init(&p->heap, &p->ledger, T->opts.large_block, (uint64_t)sysconf(_SC_PAGESIZE));
 	hooks_init(&p->hooks);
 	p->hooks.exact_sizes = T->opts.exact_sizes;
@@ -137,6 +144,7 @@ void proc_fin(struct proc *p)
 	heap_fin(&p->heap);
 	hooks_fin(&p->hooks);
 	ledger_fin(&p->ledger);
+	free(p->at_tree);
 	modmap_fin(&p->mm);
 	pyproc_fin(&p->py);
 	free(p);
@@ -144,6 +152,9 @@ void proc_fin(struct proc *p)
 
 void tracer_drop_proc(struct tracer *T, struct proc *p)
 {
+	if (T->unw_owner == p)
+		capture_account(T, NULL);
+	tree_note(T, p);
 	rescue_bytes_forget_pid(p->pid);
 	for (struct proc **pp = &T->procs; *pp; pp = &(*pp)->next)
 		if (*pp == p) {

@@ -25,6 +25,19 @@ struct tracee;
 
 struct sample { double time; uint64_t charged, rss; };
 
+/* Why ptfil stopped the target, counted for the snapshot (DESIGN's stop budget). */
+enum stop_kind {
+	STOP_SECCOMP, STOP_SYSCALL_EXIT, STOP_SIGNAL, STOP_GROUP, STOP_NEW_TASK,
+	STOP_CLONE, STOP_EXEC, STOP_EXIT, STOP_BP_ENTRY, STOP_BP_RETURN, STOP_DL_DEBUG,
+	STOP_OTHER, STOP_BACKPRESSURE, STOP_BP_WRAPPER, STOP__COUNT
+};
+
+/* What tracing one process cost: its own stops and unwinds, for its snapshot's counters. */
+struct proc_counts {
+	uint64_t stops[STOP__COUNT];
+	uint64_t unwinds, remote_reads, stack_copies, memo_hits, splices, spliced_frames;
+};
+
 struct proc {
 	pid_t pid;
 	int profiled;          /* charged into a ledger; other processes are only kept running */
@@ -61,6 +74,17 @@ struct proc {
 	int kpath_used;        /* the kernel probes some of its malloc family (in its current image) */
 	int kleave;            /* it is to leave the kernel path at its next stop (kheap_leave_pending) */
 	uint64_t krecords;     /* the kernel path's records of this process, applied */
+	struct proc_counts counts;
+	/*
+	 * The process tree (--follow-forks, tracer/tree.c): its charge by stack at
+	 * the combined peak, copied when that peak was tree_gen; an older
+	 * tree_gen means it held nothing then (it had not started, or had gone).
+	 */
+	struct ledger_charge *at_tree; size_t n_at_tree;
+	uint64_t tree_charged;
+	unsigned tree_gen;
+	int inherited;         /* has ranges forked from its parent, charged as they become its own */
+	double inherited_at;   /* when they were last measured (tree_check_peak) */
 	struct proc *next;
 };
 

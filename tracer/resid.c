@@ -29,6 +29,7 @@ struct pm_scan_arg {
 #endif
 
 #define PM_PRESENT (1ULL << 63)
+#define PM_EXCLUSIVE (1ULL << 56)
 #define PM_PFN_MASK ((1ULL << 55) - 1)
 
 static long page_size;
@@ -216,6 +217,27 @@ static uint64_t read_range(struct resid *r, uint64_t start, uint64_t end)
 				continue;
 			pages++;
 		}
+		first += k;
+	}
+	return pages * page_size;
+}
+
+uint64_t resid_range_exclusive(struct resid *r, uint64_t start, uint64_t end)
+{
+	if (r->pagemap_fd < 0 || start >= end)
+		return 0;
+	r->scans++;
+	uint64_t buf[4096];
+	uint64_t pages = 0;
+	uint64_t first = start / page_size, last = end / page_size;
+	while (first < last) {
+		size_t n = last - first < 4096 ? last - first : 4096;
+		ssize_t got = pread(r->pagemap_fd, buf, n * 8, (off_t)(first * 8));
+		if (got <= 0)
+			break;
+		size_t k = (size_t)got / 8;
+		for (size_t i = 0; i < k; i++)
+			pages += (buf[i] & (PM_PRESENT | PM_EXCLUSIVE)) == (PM_PRESENT | PM_EXCLUSIVE);
 		first += k;
 	}
 	return pages * page_size;

@@ -29,6 +29,12 @@ void resid_close(struct resid *r);
  * cannot be read (the process is gone).
  */
 uint64_t resid_range(struct resid *r, uint64_t start, uint64_t end);
+/*
+ * Bytes of [start, end) in pages present and mapped by this process alone
+ * (pagemap's "exclusively mapped" bit): after a fork, the pages parent and
+ * child still share copy-on-write are neither's alone.
+ */
+uint64_t resid_range_exclusive(struct resid *r, uint64_t start, uint64_t end);
 
 /* minflt + majflt of the whole process, or 0 when it cannot be read. */
 uint64_t resid_faults(struct resid *r);

@@ -48,6 +48,7 @@ int run_init(struct tracer *T, const struct tracer_opts *o)
 void run_fin(struct tracer *T)
 {
 	kheap_end(T);
+	T->unw_owner = NULL;
 	while (T->procs) {
 		struct proc *p = T->procs;
 		T->procs = p->next;
@@ -62,6 +63,7 @@ void run_fin(struct tracer *T)
 	unwind_fin(&T->unw);
 	pynames_fin(&T->pynames);
 	export_fin(T);
+	tree_fin(&T->tree);
 	modreg_fin(&T->reg);
 	stacks_fin(&T->stacks);
 }
@@ -227,4 +229,58 @@ void run_summary(struct proc *p, const char *path)
 		error_progname(), (double)pk->charged / 1048576.0, (double)pk->reserved / 1048576.0, pk->time,
 		(double)p->vmhwm / 1048576.0);
 	fprintf(stderr, "%s: snapshot written to %s; read it with: ptfil-view %s\n", error_progname(), path, path);
+}
+
+void run_summary_children(struct tracer *T)
+{
+	const struct tree *t = &T->tree;
+	size_t profiled = 0;
+	for (size_t i = 0; i < t->n_done; i++)
+		profiled += t->done[i].profiled;
+	for (struct proc *q = T->procs; q; q = q->next)
+		profiled += q->profiled;
+	if (t->has_peak && profiled > 1)
+		fprintf(stderr, "%s: combined peak of the %zu processes profiled: %.1f MiB at %.2f s (ptfil-view shows the tree)\n",
+			error_progname(), profiled, (double)t->charged / 1048576.0, t->time);
+	if (!t->unprofiled)
+		return;
+	fprintf(stderr, "%s: %llu child process%s %s not profiled; the largest, %s (pid %d), peaked at %.1f MiB RSS: "
+		"--follow-forks profiles them\n", error_progname(), (unsigned long long)t->unprofiled,
+		t->unprofiled == 1 ? "" : "es", t->unprofiled == 1 ? "was" : "were",
+		t->unprofiled_command ? t->unprofiled_command : "?", (int)t->unprofiled_pid,
+		(double)t->unprofiled_hwm / 1048576.0);
+}
+
+int run_budget(struct tracer *T, struct proc *p, int rc)
+{
+	if (!T->opts.max_peak || !p)
+		return rc;
+	uint64_t peak = p->ledger.peak.charged, charged = 0;
+	uint32_t node = STACKS_ROOT;
+	pid_t who = p->pid;
+	const char *what = "peak";
+	size_t profiled = 0;
+	for (size_t i = 0; i < T->tree.n_done; i++)
+		profiled += T->tree.done[i].profiled;
+	for (struct proc *q = T->procs; q; q = q->next)
+		profiled += q->profiled;
+	if (T->opts.follow_forks && profiled > 1 && tree_top(T, &node, &who, &charged) == 0) {
+		peak = T->tree.charged;
+		what = "combined peak";
+	} else {
+		for (size_t j = 0; j < p->ledger.n_at_peak; j++)
+			if (p->ledger.at_peak[j].charged > charged) {
+				charged = p->ledger.at_peak[j].charged;
+				node = (uint32_t)j;
+			}
+	}
+	if (peak <= T->opts.max_peak)
+		return rc;
+	char *stack = export_stack_text(T, node, 4);
+	fprintf(stderr, "%s: %s %.1f MiB is over the budget of %.1f MiB (--max-peak); top stack, %.1f MiB in pid %d: %s\n",
+		error_progname(), what, (double)peak / 1048576.0, (double)T->opts.max_peak / 1048576.0,
+		(double)charged / 1048576.0, (int)who, stack ? stack : "?");
+	free(stack);
+	/* A program that failed says so first: its own status is kept. */
+	return rc == 0 ? PTFIL_EXIT_OVER_BUDGET : rc;
 }

@@ -29,5 +29,13 @@ int run_write(struct tracer *T, struct proc *p, int live);
 /* Rewrites the snapshot of every process whose peak grew, at most once a second each. */
 void run_checkpoint(struct tracer *T);
 void run_summary(struct proc *p, const char *path);
+/* Launch without --follow-forks: one line on the children that ran unprofiled, if any. */
+void run_summary_children(struct tracer *T);
+/*
+ * --max-peak: when the peak (the combined peak with --follow-forks) passed
+ * the budget, one line on stderr with the peak, the budget and the top
+ * stack, and PTFIL_EXIT_OVER_BUDGET in place of a successful rc.
+ */
+int run_budget(struct tracer *T, struct proc *p, int rc);
 
 #endif

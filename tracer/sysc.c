@@ -80,8 +80,17 @@ static void refresh_if_faulted(struct tracer *T, struct proc *p)
 	}
 }
 
+void sysc_refresh_inherited(struct tracer *T, struct proc *except)
+{
+	for (struct proc *q = T->procs; q; q = q->next)
+		if (q != except && q->inherited && q->ready && q->nthreads)
+			ledger_refresh_inherited(&q->ledger);
+}
+
 static void check_peak(struct tracer *T, struct proc *p)
 {
+	/* The tree's sum may peak at a moment that is no process's own peak. */
+	tree_check_peak(T);
 	if (p->ledger.has_peak && p->ledger.charged <= p->ledger.peak.charged)
 		return;
 	if (ledger_check_peak(&p->ledger, tracer_now(T), resid_rss(&p->resid)) < 0)
@@ -347,10 +356,18 @@ static void add_main_stack(struct tracer *T, struct proc *p)
 
 int sysc_exec(struct tracer *T, struct proc *p)
 {
-	/* A new image: what the old one had mapped is gone, the peak stays. */
+	/*
+	 * A new image: what the old one had mapped is gone, the peak stays. What
+	 * the ledger last knew of the old one may be a peak, its own or the tree's.
+	 */
+	if (p->ready)
+		check_peak(T, p);
 	heap_clear(&p->heap);
 	ledger_remove(&p->ledger, 0, UINT64_MAX);
 	p->brk_cur = 0;
+	p->inherited = 0;
+	if (T->opts.follow_forks)
+		sysc_refresh_inherited(T, p);  /* the pages it shared are its relatives' alone now */
 	if (resid_open(&p->resid, p->pid))
 		return -1;
 	if (modmap_load(&p->mm, &T->reg, p->pid))

@@ -35,4 +35,10 @@ void sysc_poll(struct tracer *T, struct proc *p);
 /* Before a small block is freed: a peak check whose residency refresh is bounded in rate. */
 void sysc_before_small_release(struct tracer *T, struct proc *p);
 
+/*
+ * The ranges every process but except inherited at a fork (ledger_add_inherited)
+ * are measured again: a relative wrote to pages they shared, execed or exited.
+ */
+void sysc_refresh_inherited(struct tracer *T, struct proc *except);
+
 #endif

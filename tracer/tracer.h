@@ -15,7 +15,12 @@ struct tracer_opts {
 	double duration;          /* attach: leave after this many seconds; 0 for never */
 	int heap_events;          /* enum heap_events (tracer/kheap.h): auto, uprobe or ptrace */
 	int exact_sizes;          /* ptrace path: hook glibc's malloc at its entry too, for requested sizes */
+	unsigned long long max_peak; /* launch --max-peak: the budget in bytes (the combined peak with
+	                              follow_forks), 0 for none */
 };
+
+/* launch's exit status when the program succeeded but its peak passed --max-peak. */
+#define PTFIL_EXIT_OVER_BUDGET 97
 
 /* The default snapshot name for a program and pid: "ptfil-NAME-PID.gz". Caller frees. */
 char *tracer_default_output(const char *prog, int pid);

@@ -1,0 +1,89 @@
+/*
+ * The program's process tree (tree.c): every process the run saw, its own
+ * peak and, with --follow-forks, the tree's combined peak: the moment the
+ * sum of the charges of every live profiled process was highest, and what
+ * each one held then, by stack. Memory a forked child still shares with its
+ * parent is charged to the parent alone (ledger_add_inherited), so the sum
+ * counts it once.
+ */
+#ifndef PTFIL_TREE_H
+#define PTFIL_TREE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct tracer;
+struct proc;
+struct snap;
+
+/* One stack's charge at the combined peak, kept for a process that has gone. */
+struct tree_charge {
+	uint32_t stack;         /* a stack node of T->stacks */
+	char kind;
+	uint64_t charged, reserved, count;
+};
+
+/* A process that has gone: what the tree says of it. */
+struct tree_proc {
+	pid_t pid, ppid;
+	int profiled;
+	uint64_t peak;          /* its own peak (charged bytes) */
+	double peak_time;       /* tracer_now clock */
+	uint64_t vmhwm;
+	double start, end;      /* tracer_now clock */
+	char *command;          /* owned: argv joined by spaces, or NULL */
+	char *file;             /* owned: its snapshot's file name, or NULL */
+	unsigned gen;           /* the combined peak its charges below are from */
+	uint64_t at_combined;
+	struct tree_charge *charges; size_t n_charges;  /* owned */
+};
+
+struct tree {
+	unsigned gen;           /* bumped at each new combined peak */
+	int has_peak;
+	double time;            /* tracer_now clock */
+	uint64_t charged;
+	struct tree_proc *done; size_t n_done, cap_done;
+	/* Children seen and not profiled (launch without --follow-forks). */
+	uint64_t unprofiled;
+	uint64_t unprofiled_hwm;  /* the largest VmHWM among them */
+	pid_t unprofiled_pid;
+	char *unprofiled_command; /* owned */
+};
+
+void tree_fin(struct tree *t);
+
+/*
+ * With --follow-forks and more than one process: when the charges of the
+ * live profiled processes sum to more than the combined peak so far, that
+ * sum is the new one, and each process's charge by stack is copied.
+ */
+void tree_check_peak(struct tracer *T);
+
+/*
+ * Process p is going (its last thread gone, its snapshot written): its line
+ * of the tree is kept. Under attach, processes that were not profiled are
+ * not known well enough to list and are left out.
+ */
+void tree_note(struct tracer *T, struct proc *p);
+
+/*
+ * For the main process's snapshot s: the tree's processes (the main one
+ * first, then by when they started) and, when more than one was profiled,
+ * the combined peak with its stacks. map maps T->stacks nodes to s's nodes.
+ * Times in s are the main process's clock (tracer_now). Returns 0, or -1
+ * when out of memory.
+ */
+int tree_export(struct tracer *T, struct snap *s, const uint32_t *map);
+
+/*
+ * The largest stack at the combined peak: its node in T->stacks, the
+ * process, and its charge. Returns 0, or -1 when there is no combined peak.
+ */
+int tree_top(struct tracer *T, uint32_t *node, pid_t *pid, uint64_t *charged);
+
+/* "cc1 -quiet ...": argv joined by spaces (at most 4 KiB), or NULL. The caller frees. */
+char *tree_command(char *const *argv);
+
+#endif
