@@ -238,7 +238,7 @@ static int grow_child_index(struct flame *f)
  */
 struct proto {
 	uint32_t label, module, func, file, line;
-	int python, inlined;
+	int python, inlined, process;
 };
 
 /*
@@ -293,6 +293,8 @@ static int child(struct flame *f, uint32_t parent, const struct proto *proto, ui
 	n->line = proto->line;
 	n->python = proto->python;
 	n->inlined = proto->inlined;
+	n->process = proto->process;
+	n->pids = FLAME_NONE;
 	n->depth = f->nodes[parent].depth + 1;
 	if (n->depth > f->max_depth)
 		f->max_depth = n->depth;
@@ -359,92 +361,253 @@ static int frame_proto(struct flame *f, const struct snap *s, uint32_t fi, uint3
 	return 0;
 }
 
-/*
- * Adds one snapshot's stacks into slot. Each trie node of the snapshot maps
- * to a tree node, computed in index order (a trie parent has a smaller
- * index), so the work is linear in the trie and not in stacks x depth.
- */
-static int add_snapshot(struct flame *f, const struct snap *s, enum flame_set set, int slot)
+void flame_process_label(const struct snap_proc *p, char *buf, size_t size)
 {
-	const struct snap_stack *st = set == FLAME_LIVE ? s->live : s->stacks;
-	size_t n_st = set == FLAME_LIVE ? s->n_live : s->n_stacks;
-	uint32_t *map = NULL, *module_of = NULL;
-	struct proto *proto_of = NULL;  /* per frame: its label and the rest a new node takes */
-	char *buf = malloc(FLAME_LABEL_MAX + 1);
-	int rc = -1;
+	size_t len = 0, limit = size - 1 < FLAME_LABEL_MAX ? size - 1 : FLAME_LABEL_MAX;
+	char word[FLAME_LABEL_MAX + 1];
+	const char *cmd = p->command ? p->command : "";
+	size_t n = strcspn(cmd, " ");
 
-	if (s->n_nodes) {
-		map = malloc(s->n_nodes * sizeof(*map));
-		if (!map)
-			goto out;
-		for (size_t i = 0; i < s->n_nodes; i++)
-			map[i] = FLAME_NONE;
-		map[0] = FLAME_ROOT;
+	buf[0] = '\0';
+	/* The first word is argv[0]; a longer one is cut, and put_safe marks the cut. */
+	if (n > FLAME_LABEL_MAX)
+		n = FLAME_LABEL_MAX;
+	memcpy(word, cmd, n);
+	word[n] = '\0';
+	const char *base = view_basename(word);
+	if (!*base || !strcmp(base, "/")) {
+		snprintf(buf, size, "[pid %d]", p->pid);
+		return;
 	}
-	proto_of = malloc((s->n_frames ? s->n_frames : 1) * sizeof(*proto_of));
-	module_of = malloc((s->n_modules ? s->n_modules : 1) * sizeof(*module_of));
-	if (!buf || (s->n_nodes && !map) || !proto_of || !module_of) {
-		error("out of memory");
-		goto out;
-	}
-	for (size_t i = 0; i < s->n_frames; i++)
-		proto_of[i].label = FLAME_NONE;
-	for (size_t i = 0; i < s->n_modules; i++)
-		module_of[i] = FLAME_NONE;
+	put_safe(buf, &len, base, limit);
+}
+
+/* What add_snapshot keeps while it merges one snapshot's groups of stacks. */
+struct build {
+	const struct snap *s;
+	int slot;
+	uint32_t *map;          /* trie node -> tree node, valid where gen[node] == cur */
+	uint32_t *gen;
+	uint32_t cur;
+	uint32_t *touched;      /* the trie nodes of the current group, n_nodes at most */
+	uint32_t *module_of;    /* module -> label of its base name, FLAME_NONE until interned */
+	struct proto *proto_of; /* per frame: its label and the rest a new node takes */
+	char *buf;
+};
+
+static int cmp_u32(const void *a, const void *b)
+{
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+	return (x > y) - (x < y);
+}
+
+/*
+ * Merges the n stacks st[] under the tree node root (the tree's root, or a
+ * process node). Each trie node the stacks reach maps to a tree node,
+ * computed in index order (a trie parent has a smaller index), so the work is
+ * linear in the trie nodes the group reaches and not in stacks x depth.
+ */
+static int add_group(struct flame *f, struct build *b, const struct snap_stack *const *st, size_t n, uint32_t root)
+{
+	const struct snap *s = b->s;
+	size_t k = 0;
+	uint32_t cur = ++b->cur;
 
 	/* Only the nodes some stack reaches are merged: mark them first. */
-	for (size_t i = 0; i < n_st; i++) {
-		uint32_t node = st[i].node;
-		while (node != 0 && node < s->n_nodes && map[node] == FLAME_NONE) {
-			map[node] = FLAME_NONE - 1;  /* wanted */
+	for (size_t i = 0; i < n; i++) {
+		uint32_t node = st[i]->node;
+		while (node != 0 && node < s->n_nodes && b->gen[node] != cur) {
+			b->gen[node] = cur;
+			b->map[node] = FLAME_NONE;
+			b->touched[k++] = node;
 			if (s->nodes[node].parent >= node)
 				break;
 			node = s->nodes[node].parent;
 		}
 	}
-	for (size_t i = 1; i < s->n_nodes; i++) {
-		if (map[i] != FLAME_NONE - 1)
-			continue;
+	if (k > s->n_nodes / 16) {
+		/* Most of the trie: one pass over it is cheaper than sorting. */
+		k = 0;
+		for (size_t i = 1; i < s->n_nodes; i++)
+			if (b->gen[i] == cur)
+				b->touched[k++] = (uint32_t)i;
+	} else {
+		qsort(b->touched, k, sizeof(*b->touched), cmp_u32);
+	}
+	for (size_t t = 0; t < k; t++) {
+		uint32_t i = b->touched[t];
 		const struct snap_node *sn = &s->nodes[i];
-		uint32_t parent = sn->parent < i ? map[sn->parent] : FLAME_ROOT;
-		if (parent >= FLAME_NONE - 1)
-			parent = FLAME_ROOT;  /* a broken trie: cannot happen after snap_read */
+		uint32_t parent = root;
+		if (sn->parent != 0 && sn->parent < i && b->gen[sn->parent] == cur && b->map[sn->parent] != FLAME_NONE)
+			parent = b->map[sn->parent];  /* else a broken trie: cannot happen after snap_read */
 		if (sn->frame >= s->n_frames) {
-			map[i] = parent;
+			b->map[i] = parent;
 			continue;
 		}
-		struct proto *proto = &proto_of[sn->frame];
+		struct proto *proto = &b->proto_of[sn->frame];
 		if (proto->label == FLAME_NONE &&
-		    frame_proto(f, s, sn->frame, module_of, buf, proto) < 0)
-			goto out;
-		if (child(f, parent, proto, &map[i]) < 0)
-			goto out;
+		    frame_proto(f, s, sn->frame, b->module_of, b->buf, proto) < 0)
+			return -1;
+		if (child(f, parent, proto, &b->map[i]) < 0)
+			return -1;
 	}
-	for (size_t i = 0; i < n_st; i++) {
-		uint32_t node = st[i].node < s->n_nodes ? map[st[i].node] : FLAME_ROOT;
-		if (node >= FLAME_NONE - 1)
-			node = FLAME_ROOT;
-		if (node == FLAME_ROOT) {
+	for (size_t i = 0; i < n; i++) {
+		uint32_t node = root;
+		if (st[i]->node != 0 && st[i]->node < s->n_nodes && b->gen[st[i]->node] == cur &&
+		    b->map[st[i]->node] != FLAME_NONE)
+			node = b->map[st[i]->node];
+		if (node == root) {
 			/* A stack with no frame gets one, so that every stack is a node of its own. */
 			struct proto none = { .module = FLAME_NONE, .file = FLAME_NONE };
 			if (intern(f, FLAME_NO_STACK, &none.label) < 0)
-				goto out;
+				return -1;
 			none.func = none.label;
-			if (child(f, FLAME_ROOT, &none, &node) < 0)
-				goto out;
+			if (child(f, root, &none, &node) < 0)
+				return -1;
 		}
-		struct flame_node *n = &f->nodes[node];
-		n->self_charged[slot] = sat_add(n->self_charged[slot], st[i].charged);
-		n->self_reserved[slot] = sat_add(n->self_reserved[slot], st[i].reserved);
-		n->self_count[slot] = sat_add(n->self_count[slot], st[i].count);
-		n->kinds |= kind_bit(st[i].kind);
+		struct flame_node *nd = &f->nodes[node];
+		int slot = b->slot;
+		nd->self_charged[slot] = sat_add(nd->self_charged[slot], st[i]->charged);
+		nd->self_reserved[slot] = sat_add(nd->self_reserved[slot], st[i]->reserved);
+		nd->self_count[slot] = sat_add(nd->self_count[slot], st[i]->count);
+		nd->kinds |= kind_bit(st[i]->kind);
+	}
+	return 0;
+}
+
+/* For sorting a tree's stacks (and processes) by the process node they go under, then by index. */
+struct keyed {
+	uint32_t key;
+	uint32_t index;
+};
+
+static int cmp_keyed(const void *pa, const void *pb)
+{
+	const struct keyed *a = pa, *b = pb;
+	if (a->key != b->key)
+		return a->key < b->key ? -1 : 1;
+	return (a->index > b->index) - (a->index < b->index);
+}
+
+/*
+ * The process nodes of a FLAME_TREE tree: proc_node[p] for each process p
+ * that holds a stack (FLAME_NONE for the others), one node per label, whose
+ * pids text names the processes merged into it.
+ */
+static int process_nodes(struct flame *f, const struct snap *s, uint32_t *proc_node, char *buf)
+{
+	struct keyed *v = malloc((s->n_procs ? s->n_procs : 1) * sizeof(*v));
+	size_t n = 0;
+	if (!v)
+		return error("out of memory");
+	for (size_t i = 0; i < s->n_procs; i++)
+		proc_node[i] = FLAME_NONE;
+	for (size_t i = 0; i < s->n_tree_stacks; i++) {
+		uint32_t p = s->tree_stacks[i].proc;
+		if (p >= s->n_procs || proc_node[p] != FLAME_NONE)
+			continue;
+		struct proto proto = { .module = FLAME_NONE, .file = FLAME_NONE, .process = 1 };
+		flame_process_label(&s->procs[p], buf, FLAME_LABEL_MAX + 1);
+		if (intern(f, buf, &proto.label) < 0)
+			goto fail;
+		proto.func = proto.label;
+		if (child(f, FLAME_ROOT, &proto, &proc_node[p]) < 0)
+			goto fail;
+		v[n].key = proc_node[p];
+		v[n++].index = (uint32_t)p;
+	}
+	/* "pid 1234" or "pids 1234, 1240, and 3 more", per node. */
+	qsort(v, n, sizeof(*v), cmp_keyed);
+	for (size_t i = 0; i < n;) {
+		size_t j = i, len = 0;
+		while (j < n && v[j].key == v[i].key)
+			j++;
+		len = (size_t)snprintf(buf, FLAME_LABEL_MAX + 1, "pid%s", j - i > 1 ? "s" : "");
+		for (size_t k = i; k < j && k - i < FLAME_PIDS_MAX; k++)
+			len += (size_t)snprintf(buf + len, FLAME_LABEL_MAX + 1 - len, "%s %d", k > i ? "," : "",
+						s->procs[v[k].index].pid);
+		if (j - i > FLAME_PIDS_MAX)
+			snprintf(buf + len, FLAME_LABEL_MAX + 1 - len, " and %zu more", j - i - FLAME_PIDS_MAX);
+		/* A node met in an earlier slot (a diff) keeps its text. */
+		if (f->nodes[v[i].key].pids == FLAME_NONE && intern(f, buf, &f->nodes[v[i].key].pids) < 0)
+			goto fail;
+		i = j;
+	}
+	free(v);
+	return 0;
+fail:
+	free(v);
+	return -1;
+}
+
+/* Adds one snapshot's stacks of the given set into slot. */
+static int add_snapshot(struct flame *f, const struct snap *s, enum flame_set set, int slot)
+{
+	const struct snap_stack *st = set == FLAME_LIVE ? s->live : set == FLAME_TREE ? s->tree_stacks : s->stacks;
+	size_t n_st = set == FLAME_LIVE ? s->n_live : set == FLAME_TREE ? s->n_tree_stacks : s->n_stacks;
+	size_t nn = s->n_nodes ? s->n_nodes : 1;
+	struct build b = { .s = s, .slot = slot };
+	const struct snap_stack **v = malloc((n_st ? n_st : 1) * sizeof(*v));
+	struct keyed *order = NULL;
+	uint32_t *proc_node = NULL;
+	int rc = -1;
+
+	b.map = malloc(nn * sizeof(*b.map));
+	b.gen = calloc(nn, sizeof(*b.gen));
+	b.touched = malloc(nn * sizeof(*b.touched));
+	b.buf = malloc(FLAME_LABEL_MAX + 1);
+	b.proto_of = malloc((s->n_frames ? s->n_frames : 1) * sizeof(*b.proto_of));
+	b.module_of = malloc((s->n_modules ? s->n_modules : 1) * sizeof(*b.module_of));
+	if (!v || !b.map || !b.gen || !b.touched || !b.buf || !b.proto_of || !b.module_of) {
+		error("out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < s->n_frames; i++)
+		b.proto_of[i].label = FLAME_NONE;
+	for (size_t i = 0; i < s->n_modules; i++)
+		b.module_of[i] = FLAME_NONE;
+
+	if (set != FLAME_TREE) {
+		for (size_t i = 0; i < n_st; i++)
+			v[i] = &st[i];
+		rc = add_group(f, &b, v, n_st, FLAME_ROOT);
+		goto out;
+	}
+	/* The combined peak: each process's stacks under its command's node, a group per node. */
+	order = malloc((n_st ? n_st : 1) * sizeof(*order));
+	proc_node = malloc((s->n_procs ? s->n_procs : 1) * sizeof(*proc_node));
+	if (!order || !proc_node) {
+		error("out of memory");
+		goto out;
+	}
+	if (process_nodes(f, s, proc_node, b.buf) < 0)
+		goto out;
+	for (size_t i = 0; i < n_st; i++) {
+		order[i].key = st[i].proc < s->n_procs ? proc_node[st[i].proc] : FLAME_ROOT;
+		order[i].index = (uint32_t)i;
+	}
+	qsort(order, n_st, sizeof(*order), cmp_keyed);
+	for (size_t i = 0; i < n_st; i++)
+		v[i] = &st[order[i].index];
+	for (size_t i = 0; i < n_st;) {
+		size_t j = i;
+		while (j < n_st && order[j].key == order[i].key)
+			j++;
+		if (add_group(f, &b, v + i, j - i, order[i].key) < 0)
+			goto out;
+		i = j;
 	}
 	rc = 0;
 out:
-	free(map);
-	free(proto_of);
-	free(module_of);
-	free(buf);
+	free(v);
+	free(order);
+	free(proc_node);
+	free(b.map);
+	free(b.gen);
+	free(b.touched);
+	free(b.buf);
+	free(b.proto_of);
+	free(b.module_of);
 	return rc;
 }
 
@@ -550,6 +713,7 @@ int flame_build(struct flame *f, const struct snap *a, const struct snap *b, enu
 	f->nodes[FLAME_ROOT].module = FLAME_NONE;
 	f->nodes[FLAME_ROOT].func = FLAME_NONE;
 	f->nodes[FLAME_ROOT].file = FLAME_NONE;
+	f->nodes[FLAME_ROOT].pids = FLAME_NONE;
 	f->two = b != NULL;
 	if (add_snapshot(f, a, set, 0) < 0 || (b && add_snapshot(f, b, set, 1) < 0) || finish(f) < 0) {
 		flame_fin(f);
@@ -636,7 +800,8 @@ struct flame_func *flame_functions(const struct flame *f, size_t *n)
 	uint32_t node = FLAME_ROOT;
 	for (;;) {
 		const struct flame_node *nd = &f->nodes[node];
-		if (node != FLAME_ROOT) {
+		/* A process node is no function: the per-function totals are the code's. */
+		if (node != FLAME_ROOT && !nd->process) {
 			struct flame_func *x = &fn[nd->func];
 			used[nd->func] = 1;
 			for (int k = 0; k < 2; k++) {
@@ -655,7 +820,8 @@ struct flame_func *flame_functions(const struct flame *f, size_t *n)
 		for (;;) {
 			if (node == FLAME_ROOT)
 				goto done;
-			active[f->nodes[node].func]--;
+			if (!f->nodes[node].process)
+				active[f->nodes[node].func]--;
 			if (f->nodes[node].next_sibling) {
 				node = f->nodes[node].next_sibling;
 				break;

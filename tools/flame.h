@@ -66,6 +66,9 @@ struct flame_node {
 	uint32_t line;          /* line number in file, 0 when unknown or when the native frames
 	                           merged here are at different lines */
 	int python;             /* the frame is a Python frame (enum snap_frame_kind) */
+	int process;            /* FLAME_TREE: an outermost node standing for the processes of one command */
+	uint32_t pids;          /* process nodes: index in flame.labels of "pid 1234" or "pids 1234, 1240"
+	                           (the processes merged here); FLAME_NONE otherwise */
 	int inlined;            /* native: FLAME_INLINED_*, over the frames merged here */
 	uint32_t depth;         /* 0 for the root, 1 for outermost frames */
 	unsigned kinds;         /* FLAME_KIND_* bits of the stacks through this node */
@@ -92,8 +95,23 @@ struct flame {
 	size_t labels_cap, nodes_cap;
 };
 
-/* Which stacks of a snapshot to merge. */
-enum flame_set { FLAME_PEAK, FLAME_LIVE };
+/*
+ * Which stacks of a snapshot to merge: those at the process's own peak, those
+ * still live at the end, or (a snapshot with a process tree, has_tree) those
+ * of every process at the tree's combined peak, each under one outermost node
+ * per command (flame_process_label), so that two workers of one command merge.
+ */
+enum flame_set { FLAME_PEAK, FLAME_LIVE, FLAME_TREE };
+
+/* Processes named in one process node's pids text; more read "and N more". */
+#define FLAME_PIDS_MAX 8
+
+/*
+ * The label of process p's node in a FLAME_TREE tree, into buf (size at least
+ * FLAME_LABEL_MAX + 1): the base name of its command's first word ("cc1"),
+ * made safe as every label is, or "[pid N]" when the command is unknown.
+ */
+void flame_process_label(const struct snap_proc *p, char *buf, size_t size);
 
 /*
  * Builds the tree of a (slot 0) and, when b is not NULL, of b (slot 1), from

@@ -45,8 +45,12 @@ static void usage(FILE *out)
 		"                     from BEFORE to AFTER\n"
 		"  -L, --live         what was still live at the end of the run, instead of\n"
 		"                     the peak\n"
-		"  -n, --top N        show the N largest stacks and functions (default %d;\n"
-		"                     0 for all); JSON lists every stack unless --top is given\n"
+		"  -p, --pid PID      one process of a followed run alone: the main process's\n"
+		"                     own report, or a child's snapshot (found beside SNAPSHOT)\n"
+		"                     instead of the whole tree and its combined peak\n"
+		"  -n, --top N        show the N largest stacks, functions and processes\n"
+		"                     (default %d, and 20 processes; 0 for all); JSON lists\n"
+		"                     every stack unless --top is given\n"
 		"  -d, --depth N      show at most N frames per stack in the report (default: 12,\n"
 		"                     fewer when many stacks are shown, so each stays short)\n"
 		"  -h, --help         show this help and exit\n"
@@ -156,6 +160,58 @@ static int output_close(struct output *o, int ok)
 	return rc;
 }
 
+/*
+ * --pid: the snapshot of process pid of the tree in main (read from path):
+ * main itself (then shown without its tree), or the file its P record names,
+ * beside path. The name comes from the file, so it must be a plain name: no
+ * directory, not "." or "..". On success *s holds the process's snapshot and
+ * main has been moved into it or released. Returns 0, or -1 after error().
+ */
+static int read_process(const char *path, struct snap *main, int pid, struct snap *s, struct view_options *o)
+{
+	const struct snap_proc *p = NULL;
+	if (pid == main->pid) {
+		*s = *main;
+		snap_init(main);
+		o->one_process = 1;
+		return 0;
+	}
+	for (size_t i = 0; i < main->n_procs && !p; i++)
+		if (main->procs[i].pid == pid && main->procs[i].file)
+			p = &main->procs[i];
+	for (size_t i = 0; i < main->n_procs && !p; i++)
+		if (main->procs[i].pid == pid)
+			p = &main->procs[i];
+	if (!p) {
+		if (!main->n_procs)
+			return error("%s: no process %d: the snapshot has no process tree (ptfil --follow-forks writes one)",
+				     path, pid);
+		return error("%s: no process %d in its tree (ptfil-view %s lists them)", path, pid, path);
+	}
+	if (!p->file)
+		return error("%s: process %d was not profiled, so it has no snapshot of its own%s", path, pid,
+			     p->profiled ? "" : " (ptfil --follow-forks profiles children)");
+	if (!*p->file || strchr(p->file, '/') || !strcmp(p->file, ".") || !strcmp(p->file, ".."))
+		return error("%s: process %d's snapshot has an invalid file name (not a plain name in the same directory)",
+			     path, pid);
+	const char *slash = strrchr(path, '/');
+	size_t dir = slash ? (size_t)(slash - path) + 1 : 0;
+	char *child = malloc(dir + strlen(p->file) + 1);
+	if (!child)
+		return error("out of memory");
+	memcpy(child, path, dir);
+	strcpy(child + dir, p->file);
+	struct stat st;
+	int rc;
+	if (stat(child, &st) != 0 && errno == ENOENT)
+		rc = error("%s: the snapshot of process %d is missing (written beside %s, it was moved or removed)",
+			   child, pid, path);
+	else
+		rc = snap_read(child, s);
+	free(child);
+	return rc;
+}
+
 static int render(FILE *out, enum format fmt, int diff, const struct snap *a, const struct snap *b,
 		  const struct view_options *o)
 {
@@ -189,6 +245,7 @@ int main(int argc, char **argv)
 		{ "output", required_argument, NULL, 'o' },
 		{ "diff", no_argument, NULL, 'D' },
 		{ "live", no_argument, NULL, 'L' },
+		{ "pid", required_argument, NULL, 'p' },
 		{ "top", required_argument, NULL, 'n' },
 		{ "depth", required_argument, NULL, 'd' },
 		{ "help", no_argument, NULL, 'h' },
@@ -198,11 +255,11 @@ int main(int argc, char **argv)
 	struct view_options o = { .top = VIEW_DEFAULT_TOP, .set = FLAME_PEAK };
 	enum format fmt = FMT_TEXT;
 	const char *output = NULL;
-	int diff = 0, c;
+	int diff = 0, c, pid = 0;
 
 	error_set_progname("ptfil-view");
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":jFsHo:DLn:d:hV", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":jFsHo:DLp:n:d:hV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'j': set_format(&fmt, FMT_JSON, "--json"); break;
 		case 'F': set_format(&fmt, FMT_FOLDED, "--folded"); break;
@@ -215,6 +272,13 @@ int main(int argc, char **argv)
 			break;
 		case 'D': diff = 1; break;
 		case 'L': o.set = FLAME_LIVE; break;
+		case 'p': {
+			size_t v = parse_count(optarg);
+			if (v == 0 || v > 2147483647)
+				usage_error("invalid pid '%s'", optarg);
+			pid = (int)v;
+			break;
+		}
 		case 'n':
 			o.top = parse_count(optarg);
 			o.top_set = 1;
@@ -246,6 +310,8 @@ int main(int argc, char **argv)
 			    argv[optind + want]);
 	if ((fmt == FMT_TEXT || fmt == FMT_JSON) && o.set == FLAME_LIVE && !diff)
 		usage_error("%s", "--live applies to --folded, --svg, --html and --diff (the report and JSON show what was live at the end)");
+	if (pid && diff)
+		usage_error("%s", "--pid cannot be combined with --diff");
 	o.name_a = argv[optind];
 	o.name_b = diff ? argv[optind + 1] : NULL;
 
@@ -255,6 +321,15 @@ int main(int argc, char **argv)
 	snap_init(&b);
 	if (rc == 0 && diff)
 		rc = snap_read(o.name_b, &b);
+	if (rc == 0 && pid) {
+		struct snap main_snap = a;
+		snap_init(&a);
+		rc = read_process(o.name_a, &main_snap, pid, &a, &o);
+		snap_fin(&main_snap);
+	}
+	/* A followed run's flame graph is its combined peak; --pid or --live shows one process. */
+	if (rc == 0 && o.set == FLAME_PEAK && !o.one_process && a.has_tree && (!diff || b.has_tree))
+		o.set = FLAME_TREE;
 	if (rc == 0) {
 		struct output out;
 		rc = output_open(&out, output);

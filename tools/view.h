@@ -17,7 +17,9 @@ struct view_options {
 	size_t top;      /* stacks shown, 0 for all */
 	int top_set;     /* --top was given: JSON honours it too (it lists all by default) */
 	size_t depth;    /* frames shown per stack in text, 0 to choose from the number of stacks */
-	enum flame_set set;      /* --live: the stacks still live at the end instead of the peak */
+	enum flame_set set;      /* --live: the stacks still live at the end instead of the peak;
+	                            FLAME_TREE: the combined peak of a process tree (folded, svg, html) */
+	int one_process;         /* --pid: the snapshot as one process's alone, without its tree */
 	const char *name_a;      /* the snapshot file as given (in a diff, the one before) */
 	const char *name_b;      /* in a diff, the one after; NULL otherwise */
 };
@@ -104,6 +106,20 @@ size_t view_python_frame(const struct snap *s, const uint32_t *frames, size_t fr
 int view_frozen_file(const char *file);
 /* The same for a node of a frame tree and its ancestors: the node chosen, or FLAME_ROOT. */
 uint32_t view_python_node(const struct flame *f, uint32_t node);
+
+/*
+ * The processes of s (s->procs) in tree order, for listing them indented:
+ * each process after the one that started it (the process with its ppid as
+ * pid, the latest such listed before it), siblings in file order; a process
+ * whose parent is not in the tree starts a tree of its own (so does one of a
+ * hostile file's cycles). Fills order[] with the n_procs indexes and depth[i]
+ * with the depth of procs[i] (0 for a root); the caller allocates both.
+ * Returns 0, or -1 after error() when out of memory.
+ */
+int view_proc_tree(const struct snap *s, uint32_t *order, uint32_t *depth);
+
+/* The processes of s that were seen but not profiled (not counting the main one), and the largest of them by VmHWM. */
+size_t view_unprofiled(const struct snap *s, const struct snap_proc **largest);
 
 /* Whether ptfil ran with --mappings-only (the counter options.mappings_only). */
 int view_mappings_only(const struct snap *s);

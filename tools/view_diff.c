@@ -110,6 +110,13 @@ static void put_run(FILE *out, const char *what, const char *name, const struct 
 		fprintf(out, ", %s still live at the end\n", charged);
 		return;
 	}
+	if (set == FLAME_TREE) {
+		view_format_size(charged, sizeof(charged), s->tree_charged);
+		view_format_time(when, sizeof(when), s->tree_time);
+		fprintf(out, ", combined peak of %zu process%s %s at %s\n", s->n_procs, s->n_procs == 1 ? "" : "es",
+			charged, when);
+		return;
+	}
 	view_format_size(charged, sizeof(charged), s->peak.charged);
 	view_format_size(reserved, sizeof(reserved), s->peak.reserved);
 	view_format_time(when, sizeof(when), s->peak.time);
@@ -155,7 +162,8 @@ int view_diff_text(FILE *out, const struct snap *a, const struct snap *b, const 
 	uint32_t *v = view_diff_changes(f, &n, &grew, &shrank);
 	if (!v)
 		return -1;
-	const char *set = o->set == FLAME_LIVE ? "still live at the end" : "at the peak";
+	const char *set = o->set == FLAME_LIVE ? "still live at the end" :
+			  o->set == FLAME_TREE ? "at the combined peak" : "at the peak";
 	char d[40], share[32];
 
 	put_run(out, "before", o->name_a, a, o->set);

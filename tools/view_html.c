@@ -343,8 +343,8 @@ static void put_head(FILE *out, const struct snap *a, const struct snap *b, cons
 		view_put_xml(out, o->name_b ? o->name_b : "after", 200);
 	} else {
 		fputs("ptfil: ", out);
-		put_size(out, a->peak.charged);
-		fputs(" peak, ", out);
+		put_size(out, o->set == FLAME_TREE ? a->tree_charged : a->peak.charged);
+		fputs(o->set == FLAME_TREE ? " combined peak, " : " peak, ", out);
 		view_put_command_xml(out, a, 200);
 	}
 	fputs("</title>\n<style>/*<![CDATA[*/\n", out);
@@ -388,9 +388,18 @@ static void put_start(FILE *out, double t)
 	fprintf(out, "%s s since the epoch", d);
 }
 
-static void put_nav(FILE *out, int diff)
+/* Whether the report lists a followed run's processes (their own section). */
+static int shows_tree(const struct snap *s, const struct view_options *o)
 {
-	fputs("<nav><a href=\"#flame\">Flame graph</a><a href=\"#timeline\">Timeline</a>", out);
+	return s->n_procs > 1 && !o->one_process;
+}
+
+static void put_nav(FILE *out, int diff, int tree)
+{
+	fputs("<nav><a href=\"#flame\">Flame graph</a>", out);
+	if (tree)
+		fputs("<a href=\"#processes\">Processes</a>", out);
+	fputs("<a href=\"#timeline\">Timeline</a>", out);
 	if (diff)
 		fputs("<a href=\"#changes\">Changes</a><a href=\"#functions\">Functions</a><a href=\"#facts\">Runs</a>", out);
 	else
@@ -442,7 +451,8 @@ static void put_header(FILE *out, const struct snap *s, const struct view_option
 {
 	char dur[32], when[32], sz[32], sz2[32];
 	fputs("<header>\n<div class=\"brand\">ptfil</div>\n<h1>", out);
-	fputs(o->set == FLAME_LIVE ? "Still live at the end of " : "Peak memory of ", out);
+	fputs(o->set == FLAME_LIVE ? "Still live at the end of " :
+	      o->set == FLAME_TREE ? "Combined peak memory of " : "Peak memory of ", out);
 	fputs("<code>", out);
 	view_put_command_xml(out, s, 300);
 	fputs("</code></h1>\n<p class=\"sub\">", out);
@@ -461,7 +471,19 @@ static void put_header(FILE *out, const struct snap *s, const struct view_option
 	live_totals(s, &live_c, &live_r);
 	view_format_time(when, sizeof(when), s->peak.time);
 	fputs("<section class=\"cards\">\n", out);
-	card(out, "charged", "Peak charged (resident)", s->peak.charged, "at %s", when);
+	if (s->has_tree && !o->one_process) {
+		char tw[32];
+		uint64_t sum = 0;
+		for (size_t i = 0; i < s->n_procs; i++)
+			if (s->procs[i].profiled)
+				sum = sat_add(sum, s->procs[i].peak);
+		view_format_time(tw, sizeof(tw), s->tree_time);
+		view_format_size(sz, sizeof(sz), sum);
+		card(out, "charged", "Combined peak of the processes", s->tree_charged,
+		     "at %s, %zu processes (sum of their own peaks %s)", tw, s->n_procs, sz);
+	}
+	card(out, "charged", s->has_tree && !o->one_process ? "Main process's peak" : "Peak charged (resident)",
+	     s->peak.charged, "at %s", when);
 	view_format_size(sz, sizeof(sz), s->peak.reserved > s->peak.charged ? s->peak.reserved - s->peak.charged : 0);
 	card(out, "reserved", "Reserved at the peak", s->peak.reserved, "%s of it never resident", sz);
 	view_format_size(sz, sizeof(sz), s->vmhwm);
@@ -513,6 +535,7 @@ static int put_flame(FILE *out, const struct snap *a, const struct snap *b, cons
 {
 	fputs("<section id=\"flame\">\n<h2>", out);
 	fputs(b ? "What grew and what shrank" : o->set == FLAME_LIVE ? "What was still live at the end" :
+	      o->set == FLAME_TREE ? "Where the memory was at the combined peak, by process" :
 	      "Where the memory was at the peak", out);
 	fputs("</h2>\n<p class=\"help\">", out);
 	if (b)
@@ -741,41 +764,123 @@ static int put_timeline(FILE *out, const struct snap *s, const char *caption)
 
 /* ---- tables ------------------------------------------------------------------------ */
 
+/* A process in a table cell: "pid 1234: cc1 -quiet big.c". */
+static void td_process(FILE *out, const struct snap *s, uint32_t proc)
+{
+	fputs("<td class=\"stack\">", out);
+	if (proc < s->n_procs) {
+		fprintf(out, "pid %d", s->procs[proc].pid);
+		if (s->procs[proc].command) {
+			fputs(": <code>", out);
+			view_put_xml(out, s->procs[proc].command, 200);
+			fputs("</code>", out);
+		}
+	} else {
+		fputs("unknown process", out);
+	}
+	fputs("</td>", out);
+}
+
+/* The top stacks at the peak, or with FLAME_TREE those of every process at the combined peak. */
 static int put_top(FILE *out, const struct snap *s, const struct view_options *o)
 {
-	const struct snap_stack **v = view_sort_stacks(s->stacks, s->n_stacks);
+	int tree = o->set == FLAME_TREE;
+	const struct snap_stack *stacks = tree ? s->tree_stacks : s->stacks;
+	size_t n = tree ? s->n_tree_stacks : s->n_stacks;
+	uint64_t whole = tree ? s->tree_charged : s->peak.charged;
+	const char *at = tree ? "the combined peak" : "the peak";
+	int cols = tree ? 8 : 7;
+	const struct snap_stack **v = view_sort_stacks(stacks, n);
 	if (!v)
 		return -1;
-	size_t shown = limit_of(o, s->n_stacks);
-	fputs("<section id=\"top\">\n<h2>Top stacks at the peak</h2>\n<p class=\"help\">", out);
-	if (shown < s->n_stacks)
-		fprintf(out, "The %zu largest of %zu stacks", shown, s->n_stacks);
+	size_t shown = limit_of(o, n);
+	fprintf(out, "<section id=\"top\">\n<h2>Top stacks at %s</h2>\n<p class=\"help\">", at);
+	if (shown < n)
+		fprintf(out, "The %zu largest of %zu stacks", shown, n);
 	else
-		fprintf(out, "All %zu stack%s", s->n_stacks, s->n_stacks == 1 ? "" : "s");
-	fputs(" holding memory at the peak, by charged bytes; the innermost frame is the function that asked for "
-	      "the memory.</p>\n<table class=\"sortable\" id=\"top-table\"><thead><tr><th class=\"n\">#</th>"
-	      "<th class=\"n\">Charged</th><th class=\"n\">Share</th><th class=\"n\">Reserved</th><th>Kind</th>"
-	      "<th class=\"n\">Live</th><th class=\"stackh\">Stack (innermost first)</th></tr></thead><tbody>\n", out);
+		fprintf(out, "All %zu stack%s", n, n == 1 ? "" : "s");
+	fprintf(out, " holding memory at %s, by charged bytes; the innermost frame is the function that asked for "
+		"the memory.</p>\n<table class=\"sortable\" id=\"top-table\"><thead><tr><th class=\"n\">#</th>"
+		"<th class=\"n\">Charged</th><th class=\"n\">Share</th><th class=\"n\">Reserved</th><th>Kind</th>"
+		"<th class=\"n\">Live</th>%s<th class=\"stackh\">Stack (innermost first)</th></tr></thead><tbody>\n",
+		at, tree ? "<th>Process</th>" : "");
 	for (size_t i = 0; i < shown; i++) {
 		const struct snap_stack *st = v[i];
 		fprintf(out, "<tr%s>", view_is_sparse(st) ? " class=\"is-sparse\"" : "");
 		td_count(out, i + 1);
 		td_size(out, st->charged);
-		td_share(out, st->charged, s->peak.charged);
+		td_share(out, st->charged, whole);
 		td_size(out, st->reserved);
 		put_badge_kind(out, st->kind);
 		td_count(out, st->count);
+		if (tree)
+			td_process(out, s, st->proc);
 		if (td_stack(out, s, st->node) < 0) {
 			free(v);
 			return -1;
 		}
 		fputs("</tr>\n", out);
 	}
-	put_more_row(out, 7, shown, s->n_stacks, "stacks");
-	if (s->n_stacks == 0)
-		fputs("<tr class=\"more\"><td colspan=\"7\">No stack holds memory at the peak.</td></tr>", out);
+	put_more_row(out, (size_t)cols, shown, n, "stacks");
+	if (n == 0)
+		fprintf(out, "<tr class=\"more\"><td colspan=\"%d\">No stack holds memory at %s.</td></tr>", cols, at);
 	fputs("</tbody></table>\n</section>\n", out);
 	free(v);
+	return 0;
+}
+
+/* A followed run's processes, each under the one that started it (view_proc_tree). */
+static int put_processes(FILE *out, const struct snap *s)
+{
+	size_t n = s->n_procs;
+	uint32_t *order = malloc((n ? n : 1) * sizeof(*order));
+	uint32_t *depth = malloc((n ? n : 1) * sizeof(*depth));
+	if (!order || !depth || view_proc_tree(s, order, depth) < 0) {
+		free(order);
+		free(depth);
+		return error("out of memory");
+	}
+	fputs("<section id=\"processes\">\n<h2>Processes</h2>\n<p class=\"help\">", out);
+	if (s->has_tree) {
+		char when[32];
+		view_format_time(when, sizeof(when), s->tree_time);
+		fputs("Every process of the run, each under the one that started it: its own peak and when, and what it "
+		      "held at the combined peak (", out);
+		put_size(out, s->tree_charged);
+		fprintf(out, " at %s). <code>ptfil-view --pid PID</code> shows one alone.", when);
+	} else {
+		fputs("The processes the program started were seen but not profiled: their peak RSS only. "
+		      "<code>ptfil --follow-forks</code> profiles them.", out);
+	}
+	fputs("</p>\n<table id=\"processes-table\"><thead><tr><th class=\"n\">Pid</th><th>Command</th>"
+	      "<th class=\"n\">Own peak</th><th class=\"n\">At</th><th class=\"n\">At the combined peak</th>"
+	      "<th class=\"n\">Share</th><th class=\"n\">VmHWM</th></tr></thead><tbody>\n", out);
+	for (size_t k = 0; k < n; k++) {
+		const struct snap_proc *p = &s->procs[order[k]];
+		fprintf(out, "<tr><td class=\"n\">%d</td><td class=\"stack\" style=\"padding-left:%ulem\"><code>",
+			p->pid, 1 + (depth[order[k]] < 16 ? depth[order[k]] : 16) * 2);
+		view_put_xml(out, p->command ? p->command : "(unknown command)", 300);
+		fputs("</code></td>", out);
+		if (p->profiled) {
+			td_size(out, p->peak);
+			fputs("<td class=\"n\">", out);
+			put_time(out, p->peak_time);
+			fputs("</td>", out);
+		} else {
+			fputs("<td class=\"n\">not profiled</td><td class=\"n\">-</td>", out);
+		}
+		if (p->profiled && s->has_tree) {
+			td_size(out, p->at_combined);
+			td_share(out, p->at_combined, s->tree_charged);
+		} else {
+			fputs("<td class=\"n\">-</td><td class=\"n\">-</td>", out);
+		}
+		td_size(out, p->vmhwm);
+		fputs("</tr>\n", out);
+	}
+	fputs("</tbody></table>\n</section>\n", out);
+	free(order);
+	free(depth);
 	return 0;
 }
 
@@ -1062,9 +1167,9 @@ int view_html(FILE *out, const struct snap *a, const struct snap *b, const struc
 		put_diff_header(out, a, b, o);
 	else
 		put_header(out, a, o);
-	put_nav(out, b != NULL);
+	put_nav(out, b != NULL, !b && shows_tree(a, o));
 	fputs("<main>\n", out);
-	if (put_flame(out, a, b, f, o) < 0)
+	if (put_flame(out, a, b, f, o) < 0 || (!b && shows_tree(a, o) && put_processes(out, a) < 0))
 		return -1;
 	fputs("<section id=\"timeline\">\n<h2>Timeline</h2>\n<p class=\"help\">Charged memory and the process's RSS "
 	      "as polled during the run (<code>--interval</code>), and the peak.</p>\n", out);

@@ -195,8 +195,9 @@ static void put_frame(struct json *j, const struct snap *s, uint32_t fi)
 	j_close(j, '}');
 }
 
+/* The stacks st[0..n), largest first, at most limit (0: all); tree: each with the pid of its process. */
 static int put_stacks(struct json *j, const struct snap *s, const char *key,
-		      const struct snap_stack *st, size_t n, size_t limit)
+		      const struct snap_stack *st, size_t n, size_t limit, int tree)
 {
 	const struct snap_stack **v = view_sort_stacks(st, n);
 	if (!v)
@@ -216,6 +217,12 @@ static int put_stacks(struct json *j, const struct snap *s, const char *key,
 		}
 		snap_stack_frames(s, v[i]->node, frames, depth);
 		j_open(j, NULL, '{', 0);
+		if (tree) {
+			if (v[i]->proc < s->n_procs)
+				j_int(j, "pid", s->procs[v[i]->proc].pid);
+			else
+				j_null(j, "pid");
+		}
 		j_u64(j, "charged_bytes", v[i]->charged);
 		j_u64(j, "reserved_bytes", v[i]->reserved);
 		j_u64(j, "count", v[i]->count);
@@ -288,6 +295,55 @@ static int put_debug_missing(struct json *j, const struct snap *s)
 	return 0;
 }
 
+/*
+ * The process tree (format 4): every process in file order (the main one
+ * first), and the combined peak with its stacks when the run followed forks;
+ * null where a value is unknown (not profiled, no combined peak, running).
+ */
+static int put_tree(struct json *j, const struct snap *s, size_t limit)
+{
+	j_open(j, "tree", '{', 0);
+	if (s->has_tree) {
+		j_u64(j, "combined_peak_bytes", s->tree_charged);
+		j_double(j, "time_s", s->tree_time);
+	} else {
+		j_null(j, "combined_peak_bytes");
+		j_null(j, "time_s");
+	}
+	j_open(j, "processes", '[', 0);
+	for (size_t i = 0; i < s->n_procs; i++) {
+		const struct snap_proc *p = &s->procs[i];
+		j_open(j, NULL, '{', 1);
+		j_int(j, "pid", p->pid);
+		j_int(j, "ppid", p->ppid);
+		j_str(j, "command", p->command);
+		j_bool(j, "profiled", p->profiled);
+		if (p->profiled) {
+			j_u64(j, "peak_bytes", p->peak);
+			j_double(j, "peak_time_s", p->peak_time);
+		} else {
+			j_null(j, "peak_bytes");
+			j_null(j, "peak_time_s");
+		}
+		if (p->profiled && s->has_tree)
+			j_u64(j, "at_combined_peak_bytes", p->at_combined);
+		else
+			j_null(j, "at_combined_peak_bytes");
+		j_u64(j, "vmhwm_bytes", p->vmhwm);
+		j_double(j, "start_s", p->start);
+		if (p->end < 0)
+			j_null(j, "end_s");
+		else
+			j_double(j, "end_s", p->end);
+		j_str(j, "file", p->file);
+		j_close(j, '}');
+	}
+	j_close(j, ']');
+	j_close(j, '}');
+	j_u64(j, "combined_peak_stacks_total", s->n_tree_stacks);
+	return put_stacks(j, s, "combined_peak_stacks", s->tree_stacks, s->n_tree_stacks, limit, 1);
+}
+
 int view_json(FILE *out, const struct snap *s, const struct view_options *o)
 {
 	struct json j = { .out = out, .depth = -1 };
@@ -323,10 +379,13 @@ int view_json(FILE *out, const struct snap *s, const struct view_options *o)
 	j_close(&j, '}');
 
 	j_u64(&j, "stacks_total", s->n_stacks);
-	if (put_stacks(&j, s, "stacks", s->stacks, s->n_stacks, limit) < 0)
+	if (put_stacks(&j, s, "stacks", s->stacks, s->n_stacks, limit, 0) < 0)
 		return -1;
 	j_u64(&j, "live_at_end_total", s->n_live);
-	if (put_stacks(&j, s, "live_at_end", s->live, s->n_live, limit) < 0)
+	if (put_stacks(&j, s, "live_at_end", s->live, s->n_live, limit, 0) < 0)
+		return -1;
+
+	if (s->n_procs && !o->one_process && put_tree(&j, s, limit) < 0)
 		return -1;
 
 	j_open(&j, "timeline", '[', 0);
@@ -379,7 +438,7 @@ int view_diff_json(FILE *out, const struct snap *a, const struct snap *b, const 
 
 	j_open(&j, NULL, '{', 0);
 	j_int(&j, "format_version", VIEW_JSON_FORMAT_VERSION);
-	j_str(&j, "diff_of", o->set == FLAME_LIVE ? "live_at_end" : "peak");
+	j_str(&j, "diff_of", o->set == FLAME_LIVE ? "live_at_end" : o->set == FLAME_TREE ? "combined_peak" : "peak");
 	put_run(&j, "before", o->name_a, a);
 	put_run(&j, "after", o->name_b, b);
 	j_u64(&j, "before_charged_bytes", root->charged[0]);

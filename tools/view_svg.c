@@ -210,6 +210,11 @@ static void frame_colour(char *buf, size_t size, const struct flame *f, const st
 		return;
 	}
 	uint32_t h = hash32(f->labels[n->label]);
+	if (n->process) {
+		/* A process (FLAME_TREE): cool blue-grey, apart from the code's warm frames. */
+		hsl(buf, size, 205 + (h % 20), 0.30 + ((h >> 8) % 10) / 100.0, 0.62 + ((h >> 13) % 10) / 100.0);
+		return;
+	}
 	if (is_pseudo(f, n)) {
 		hsl(buf, size, 0, 0, 0.70 + (h % 8) / 100.0);
 		return;
@@ -442,6 +447,10 @@ static void put_tooltip(FILE *out, const struct flame *f, uint32_t i)
 		fputs("all", out);
 	else
 		view_put_xml(out, f->labels[n->label], FLAME_LABEL_MAX);
+	if (n->process && n->pids != FLAME_NONE) {
+		fputs("\nprocess: ", out);
+		view_put_xml(out, f->labels[n->pids], FLAME_LABEL_MAX);
+	}
 	if (n->module != FLAME_NONE) {
 		fputs("\nin ", out);
 		view_put_xml(out, f->labels[n->module], FLAME_LABEL_MAX);
@@ -617,6 +626,23 @@ static void put_run_line(FILE *out, const struct snap *s, const char *who)
 	}
 }
 
+/* A followed run's subtitle: its processes, their combined peak and the sum of their own peaks. */
+static void put_tree_line(FILE *out, const struct snap *s)
+{
+	uint64_t sum = 0;
+	char when[32];
+	for (size_t i = 0; i < s->n_procs; i++)
+		if (s->procs[i].profiled)
+			sum = sat_add(sum, s->procs[i].peak);
+	view_format_time(when, sizeof(when), s->tree_time);
+	fprintf(out, "%zu process%s from pid %d, one root per command: combined peak ", s->n_procs,
+		s->n_procs == 1 ? "" : "es", s->pid);
+	put_size(out, s->tree_charged);
+	fprintf(out, " at %s (sum of the processes' own peaks ", when);
+	put_size(out, sum);
+	fputc(')', out);
+}
+
 /* A line of the legend: a swatch and its words, items placed one after another. */
 struct legend {
 	FILE *out;
@@ -648,6 +674,8 @@ static void put_legend(FILE *out, const struct flame *f, int y)
 		legend_item(&g, "fill=\"url(#ptfil-hatch)\" stroke=\"#999\"", 10,
 			    "reserved view: hatched = reserved, not resident");
 		legend_item(&g, "fill=\"#b8b8b8\"", 10, "no call stack (pseudo frame)");
+		if (f->n_nodes > 1 && f->nodes[f->nodes[FLAME_ROOT].first_child].process)
+			legend_item(&g, "fill=\"#8fa6bd\"", 10, "process (one per command)");
 	}
 	fputs("</g>\n", out);
 }
@@ -662,7 +690,8 @@ int view_flame_svg(FILE *out, const struct snap *a, const struct snap *b, const 
 	int top = standalone ? (b ? 96 : 80) : 4;
 	int graph_end = top + (int)l.rows * ROW_H;
 	int height = graph_end + 82;
-	const char *what = b ? "Memory diff" : o->set == FLAME_LIVE ? "Still live at the end" : "Peak memory";
+	const char *what = b ? "Memory diff" : o->set == FLAME_LIVE ? "Still live at the end" :
+			   o->set == FLAME_TREE ? "Combined peak memory" : "Peak memory";
 
 	if (standalone)
 		fputs("<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"no\"?>\n", out);
@@ -680,7 +709,8 @@ int view_flame_svg(FILE *out, const struct snap *a, const struct snap *b, const 
 		fputs(" and ", out);
 		view_put_xml(out, o->name_b ? o->name_b : "after", TITLE_MAX);
 	} else {
-		fputs(o->set == FLAME_LIVE ? "still live at the end of " : "peak memory of ", out);
+		fputs(o->set == FLAME_LIVE ? "still live at the end of " :
+		      o->set == FLAME_TREE ? "combined peak memory of " : "peak memory of ", out);
 		view_put_command_xml(out, a, TITLE_MAX);
 	}
 	fputs("</title>\n", out);
@@ -714,6 +744,8 @@ int view_flame_svg(FILE *out, const struct snap *a, const struct snap *b, const 
 			put_run_line(out, b, "after");
 			fputs(" \xe2\x80\x94 ", out);
 			view_put_command_xml(out, b, TITLE_MAX / 2);
+		} else if (o->set == FLAME_TREE) {
+			put_tree_line(out, a);
 		} else if (o->set == FLAME_LIVE) {
 			fprintf(out, "pid %d: what was still live when the snapshot was written, ", a->pid);
 			put_size(out, f->nodes[0].charged[0]);

@@ -116,6 +116,111 @@ const char *view_basename(const char *path)
 	return slash && slash[1] ? slash + 1 : path;
 }
 
+/* ---- the process tree -------------------------------------------------------- */
+
+struct pid_index {
+	int pid;
+	uint32_t index;
+};
+
+static int cmp_pid_index(const void *pa, const void *pb)
+{
+	const struct pid_index *a = pa, *b = pb;
+	if (a->pid != b->pid)
+		return a->pid < b->pid ? -1 : 1;
+	return (a->index > b->index) - (a->index < b->index);
+}
+
+/* The parent of procs[i] by v (sorted by pid, then index): the latest process with pid ppid before i, else the first after. */
+static uint32_t find_parent(const struct snap *s, const struct pid_index *v, size_t i)
+{
+	size_t n = s->n_procs, lo = 0, hi = n;
+	int ppid = s->procs[i].ppid;
+	if (i == 0 || ppid <= 0)
+		return UINT32_MAX;
+	/* The first entry not below (ppid, i). */
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (v[mid].pid < ppid || (v[mid].pid == ppid && v[mid].index < i))
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo > 0 && v[lo - 1].pid == ppid)
+		return v[lo - 1].index;
+	while (lo < n && v[lo].pid == ppid && v[lo].index == i)
+		lo++;
+	return lo < n && v[lo].pid == ppid ? v[lo].index : UINT32_MAX;
+}
+
+int view_proc_tree(const struct snap *s, uint32_t *order, uint32_t *depth)
+{
+	size_t n = s->n_procs, k = 0, top = 0;
+	struct pid_index *v = malloc((n ? n : 1) * sizeof(*v));
+	uint32_t *first = malloc((n ? n : 1) * sizeof(*first));
+	uint32_t *next = malloc((n ? n : 1) * sizeof(*next));
+	uint32_t *parent = malloc((n ? n : 1) * sizeof(*parent));
+	uint32_t *stack = malloc((n ? n : 1) * sizeof(*stack));
+	unsigned char *seen = calloc(n ? n : 1, 1);
+	if (!v || !first || !next || !parent || !stack || !seen) {
+		free(v), free(first), free(next), free(parent), free(stack), free(seen);
+		return error("out of memory");
+	}
+	for (size_t i = 0; i < n; i++) {
+		v[i].pid = s->procs[i].pid;
+		v[i].index = (uint32_t)i;
+		first[i] = next[i] = UINT32_MAX;
+	}
+	qsort(v, n, sizeof(*v), cmp_pid_index);
+	for (size_t i = 0; i < n; i++)
+		parent[i] = find_parent(s, v, i);
+	/* Children lists, last child first: popped from the stack in file order. */
+	for (size_t i = 0; i < n; i++) {
+		if (parent[i] == UINT32_MAX)
+			continue;
+		next[i] = first[parent[i]];
+		first[parent[i]] = (uint32_t)i;
+	}
+	/* Roots in file order: the processes without a parent, then any left in a cycle. */
+	for (int pass = 0; pass < 2; pass++) {
+		for (size_t r = 0; r < n; r++) {
+			if (seen[r] || (pass == 0 && parent[r] != UINT32_MAX))
+				continue;
+			seen[r] = 1;
+			depth[r] = 0;
+			stack[top++] = (uint32_t)r;
+			while (top) {
+				uint32_t p = stack[--top];
+				order[k++] = p;
+				for (uint32_t c = first[p]; c != UINT32_MAX; c = next[c]) {
+					if (seen[c])
+						continue;
+					seen[c] = 1;
+					depth[c] = depth[p] + 1;
+					stack[top++] = c;
+				}
+			}
+		}
+	}
+	free(v), free(first), free(next), free(parent), free(stack), free(seen);
+	return 0;
+}
+
+size_t view_unprofiled(const struct snap *s, const struct snap_proc **largest)
+{
+	size_t n = 0;
+	*largest = NULL;
+	for (size_t i = 1; i < s->n_procs; i++) {
+		const struct snap_proc *p = &s->procs[i];
+		if (p->profiled)
+			continue;
+		n++;
+		if (!*largest || p->vmhwm > (*largest)->vmhwm)
+			*largest = p;
+	}
+	return n;
+}
+
 void view_format_double(char *buf, size_t size, double v)
 {
 	for (int prec = 1; prec <= 17; prec++) {
@@ -495,9 +600,29 @@ static void put_stack_frames(FILE *out, const struct snap *s, const uint32_t *fr
 		fprintf(out, "      ... %zu more\n", total - at);
 }
 
-/* Lists the largest of n stacks: `what` names the set ("at the peak"), whole is the total for shares. */
+/* A process as the outermost frame of its stacks at the combined peak: "[pid 1234: cc1 -quiet big.c]". */
+static void put_process_frame(FILE *out, const struct snap *s, uint32_t proc)
+{
+	fputs("      [", out);
+	if (proc < s->n_procs) {
+		fprintf(out, "pid %d", s->procs[proc].pid);
+		if (s->procs[proc].command) {
+			fputs(": ", out);
+			view_put_safe(out, s->procs[proc].command, 60);
+		}
+	} else {
+		fputs("unknown process", out);
+	}
+	fputs("]\n", out);
+}
+
+/*
+ * Lists the largest of n stacks: `what` names the set ("at the peak"), whole
+ * is the total for shares; tree: the stacks of the combined peak, each ending
+ * in its process.
+ */
 static int put_stacks(FILE *out, const struct snap *s, const struct view_options *o,
-		      const struct snap_stack *stacks, size_t n, const char *what, uint64_t whole)
+		      const struct snap_stack *stacks, size_t n, const char *what, uint64_t whole, int tree)
 {
 	const struct snap_stack **v = view_sort_stacks(stacks, n);
 	if (!v)
@@ -533,6 +658,8 @@ static int put_stacks(FILE *out, const struct snap *s, const struct view_options
 		}
 		snap_stack_frames(s, st->node, frames, total);
 		put_stack_frames(out, s, frames, total, depth);
+		if (tree)
+			put_process_frame(out, s, st->proc);
 	}
 	if (shown < n) {
 		uint64_t rest = 0;
@@ -635,7 +762,7 @@ static int put_live(FILE *out, const struct snap *s, const struct view_options *
 	struct view_options lo = *o;
 	if (!o->top_set)
 		lo.top = VIEW_DEFAULT_LIVE_TOP;
-	return put_stacks(out, s, &lo, s->live, s->n_live, s->exit_status >= 0 ? "live at exit" : "live when written", charged);
+	return put_stacks(out, s, &lo, s->live, s->n_live, s->exit_status >= 0 ? "live at exit" : "live when written", charged, 0);
 }
 
 /* The modules of v[0..n) whose symbols are `want`, "a (pkg), b" (at most 4, then "and N more"); how many. */
@@ -697,15 +824,157 @@ static int put_debug_missing(FILE *out, const struct snap *s)
 	return 0;
 }
 
+/* Processes listed in the tree without --top: a build's hundreds would bury the report. */
+#define PROCS_SHOWN 20
+
+/* The size by which a process is among the largest: its own peak, or its peak RSS when not profiled. */
+static uint64_t proc_weight(const struct snap_proc *p)
+{
+	uint64_t w = p->profiled ? p->peak : p->vmhwm;
+	return p->at_combined > w ? p->at_combined : w;
+}
+
+static const struct snap *weigh_snap;
+static int by_proc_weight(const void *pa, const void *pb)
+{
+	uint32_t a = *(const uint32_t *)pa, b = *(const uint32_t *)pb;
+	uint64_t wa = proc_weight(&weigh_snap->procs[a]), wb = proc_weight(&weigh_snap->procs[b]);
+	if (wa != wb)
+		return wa > wb ? -1 : 1;
+	return (a > b) - (a < b);
+}
+
+/* One process's line in the tree: pid, own peak and when, its charge at the combined peak, its command indented. */
+static void put_proc_line(FILE *out, const struct snap *s, const struct snap_proc *p, uint32_t depth)
+{
+	char peak[32], when[32], at[32], share[16];
+	if (p->profiled) {
+		view_format_size(peak, sizeof(peak), p->peak);
+		view_format_time(when, sizeof(when), p->peak_time);
+		view_format_size(at, sizeof(at), p->at_combined);
+		fmt_share(share, sizeof(share), p->at_combined, s->tree_charged);
+	} else {
+		snprintf(peak, sizeof(peak), "-");
+		snprintf(when, sizeof(when), "-");
+		snprintf(at, sizeof(at), "-");
+		snprintf(share, sizeof(share), "-");
+	}
+	fprintf(out, "%8d %10s %9s  %10s %6s  ", p->pid, peak, when, at, share);
+	for (uint32_t d = 0; d < depth && d < 16; d++)
+		fputs("  ", out);
+	view_put_safe(out, p->command ? p->command : "(unknown command)", 100);
+	if (!p->profiled) {
+		char hwm[32];
+		view_format_size(hwm, sizeof(hwm), p->vmhwm);
+		fprintf(out, " (not profiled, peak RSS %s)", hwm);
+	}
+	fputc('\n', out);
+}
+
+/*
+ * The process tree of a followed run: its processes indented under the one
+ * that started each, the combined peak against the sum of their own peaks,
+ * and the stacks of every process at the combined peak.
+ */
+static int put_tree(FILE *out, const struct snap *s, const struct view_options *o)
+{
+	size_t n = s->n_procs, profiled = 0;
+	uint32_t *order = malloc((n ? n : 1) * sizeof(*order));
+	uint32_t *depth = malloc((n ? n : 1) * sizeof(*depth));
+	unsigned char *shown = calloc(n ? n : 1, 1);
+	uint64_t sum = 0;
+	if (!order || !depth || !shown || view_proc_tree(s, order, depth) < 0) {
+		free(order), free(depth), free(shown);
+		return error("out of memory");
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (!s->procs[i].profiled)
+			continue;
+		profiled++;
+		sum = sum + s->procs[i].peak < sum ? UINT64_MAX : sum + s->procs[i].peak;
+	}
+	/* The largest processes when there are too many to list: sorted by weight in `depth`'s stead. */
+	size_t limit = o->top_set ? o->top : PROCS_SHOWN, listed = n;
+	if (limit && limit < n) {
+		uint32_t *w = malloc(n * sizeof(*w));
+		if (!w) {
+			free(order), free(depth), free(shown);
+			return error("out of memory");
+		}
+		for (size_t i = 0; i < n; i++)
+			w[i] = (uint32_t)i;
+		weigh_snap = s;
+		qsort(w, n, sizeof(*w), by_proc_weight);
+		weigh_snap = NULL;
+		for (size_t i = 0; i < limit; i++)
+			shown[w[i]] = 1;
+		free(w);
+		listed = limit;
+	} else {
+		memset(shown, 1, n);
+	}
+
+	fprintf(out, "\n%zu process%s, %zu profiled", n, n == 1 ? "" : "es", profiled);
+	if (listed < n)
+		fprintf(out, "; the %zu largest, each under the one that started it:\n", listed);
+	else
+		fputs(", each under the one that started it:\n", out);
+	fprintf(out, "%8s %10s %9s  %17s  %s\n", "pid", "own peak", "at", "at combined peak", "command");
+	uint64_t rest = 0;
+	for (size_t k = 0; k < n; k++) {
+		const struct snap_proc *p = &s->procs[order[k]];
+		if (shown[order[k]])
+			put_proc_line(out, s, p, depth[order[k]]);
+		else if (proc_weight(p) > rest)
+			rest = proc_weight(p);
+	}
+	if (listed < n) {
+		char r[32];
+		view_format_size(r, sizeof(r), rest);
+		fprintf(out, "... %zu more process%s, each at most %s\n", n - listed, n - listed == 1 ? "" : "es", r);
+	}
+	free(order), free(depth), free(shown);
+
+	char peak[32], when[32], sums[32];
+	view_format_size(peak, sizeof(peak), s->tree_charged);
+	view_format_time(when, sizeof(when), s->tree_time);
+	view_format_size(sums, sizeof(sums), sum);
+	fprintf(out, "combined peak %s at %s (sum of the processes' own peaks %s)\n", peak, when, sums);
+	if (put_stacks(out, s, o, s->tree_stacks, s->n_tree_stacks, "at the combined peak", s->tree_charged, 1) < 0)
+		return -1;
+	fprintf(out, "\nthe main process alone (pid %d; ptfil-view --pid PID shows any one):\n", s->pid);
+	return 0;
+}
+
+/* Without --follow-forks: the children seen but not profiled, in one line. */
+static void put_unprofiled(FILE *out, const struct snap *s)
+{
+	const struct snap_proc *big;
+	size_t n = view_unprofiled(s, &big);
+	if (!n)
+		return;
+	char hwm[32];
+	view_format_size(hwm, sizeof(hwm), big->vmhwm);
+	fprintf(out, "children %zu process%s not profiled, the largest peak RSS %s (", n, n == 1 ? "" : "es", hwm);
+	view_put_safe(out, big->command ? big->command : "unknown command", 60);
+	fputs("); --follow-forks profiles them\n", out);
+}
+
 int view_text(FILE *out, const struct snap *s, const struct view_options *o)
 {
 	put_header(out, s);
+	if (s->has_tree && !o->one_process) {
+		if (put_tree(out, s, o) < 0)
+			return -1;
+	} else {
+		put_unprofiled(out, s);
+	}
 	put_peak(out, s);
 	put_sparse_summary(out, s);
 	put_timeline(out, s);
 	if (put_debug_missing(out, s) < 0)
 		return -1;
-	if (put_stacks(out, s, o, s->stacks, s->n_stacks, "at the peak", s->peak.charged) < 0 ||
+	if (put_stacks(out, s, o, s->stacks, s->n_stacks, "at the peak", s->peak.charged, 0) < 0 ||
 	    put_functions(out, s, o) < 0)
 		return -1;
 	return put_live(out, s, o);

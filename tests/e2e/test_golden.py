@@ -8,7 +8,11 @@ written by hand in format 2 with a Python program's stacks (Python frames
 among native ones; python_after.snap is the same program after a change, for
 the diff), and one written for these tests in format 3 with a C++ program's
 source lines and inlined calls (srclines_after.snap is it rebuilt, lines
-moved and a call no longer inlined, for the diff). The format-1 fixtures stay
+moved and a call no longer inlined, for the diff), and one written for these
+tests in format 4 with a process tree (tree.snap: `gcc -c` of two files
+followed with --follow-forks, its combined peak and every process's stacks
+then; tree.101.snap is the snapshot of one of its children, for --pid). The
+format-1 fixtures stay
 format 1: old files must still read. Each
 output mode of ptfil-view is compared with the expected file beside them with
 `diff -u`. PTFIL_UPDATE_GOLDEN=1 rewrites the expected files (then read the
@@ -38,7 +42,7 @@ UPDATE = os.environ.get("PTFIL_UPDATE_GOLDEN") == "1"
 TIMEOUT = 60
 
 FIXTURES = ["seed.snap.gz", "heap_chain.snap", "heap_realloc.snap", "cxx.snap", "hostile.snap", "python.snap",
-            "srclines.snap"]
+            "srclines.snap", "tree.snap"]
 VIEWS = {
     "txt": [],
     "top3.txt": ["--top", "3", "--depth", "4"],
@@ -49,6 +53,7 @@ VIEWS = {
 DIFFS = {
     # name: (before, after)
     "chain-vs-realloc": ("heap_chain.snap", "heap_realloc.snap"),
+    "tree-vs-self": ("tree.snap", "tree.snap"),
     "python-vs-after": ("python.snap", "python_after.snap"),
     "srclines-vs-after": ("srclines.snap", "srclines_after.snap"),
 }
@@ -93,7 +98,8 @@ def read_snapshot(path):
     data = slurp(path)
     if data[:2] == b"\x1f\x8b":
         data = gzip.decompress(data)
-    snap = {"strings": [], "modules": [], "frames": [], "nodes": [(0, None)], "k": [], "l": []}
+    snap = {"strings": [], "modules": [], "frames": [], "nodes": [(0, None)], "k": [], "l": [], "j": [], "P": [],
+            "r": None}
     for line in data.split(b"\n")[1:]:
         if not line or line.startswith(b"#"):
             continue
@@ -121,6 +127,19 @@ def read_snapshot(path):
             snap["nodes"].append((int(f[0]), int(f[1])))
         elif tag in (b"k", b"l"):
             snap[tag.decode()].append((int(f[0]), f[1].decode(), int(f[2]), int(f[3]), int(f[4])))
+        elif tag == b"P":
+            # A process of the tree (format 4): pid, ppid, profiled, peak, peak time, at the combined peak,
+            # VmHWM, start, end, command, file.
+            snap["P"].append({"pid": int(f[0]), "ppid": int(f[1]), "profiled": f[2] == b"1", "peak": int(f[3]),
+                              "peak_time": float(f[4]), "at_combined": int(f[5]), "vmhwm": int(f[6]),
+                              "start": float(f[7]), "end": float(f[8]),
+                              "command": None if f[9] == b"-" else snap["strings"][int(f[9])],
+                              "file": None if f[10] == b"-" else snap["strings"][int(f[10])]})
+        elif tag == b"r":
+            snap["r"] = (float(f[0]), int(f[1]))
+        elif tag == b"j":
+            # A stack at the combined peak: as `k`, then the process by its number among the P records.
+            snap["j"].append((int(f[0]), f[1].decode(), int(f[2]), int(f[3]), int(f[4]), int(f[5])))
     return snap
 
 
@@ -186,11 +205,22 @@ def stack_labels(snap, node):
     return list(reversed(out)) or ["[no stack]"]
 
 
+def process_label(proc):
+    """A process's outermost frame at the combined peak: its command's first word, base name."""
+    word = (proc["command"] or b"").split(b" ", 1)[0].rsplit(b"/", 1)[-1]
+    return safe(word) if word else "[pid %d]" % proc["pid"]
+
+
 def folded_expected(snap, which="k"):
-    """Folded stacks computed from the snapshot: {"a;b;c": bytes}, zero entries dropped."""
+    """Folded stacks computed from the snapshot: {"a;b;c": bytes}, zero entries dropped.
+    For the combined peak ("j"), each stack under its process's command."""
     out = {}
-    for node, kind, charged, reserved, count in snap[which]:
-        key = ";".join(l.replace(";", ":") for l in stack_labels(snap, node))
+    for rec in snap[which]:
+        node, charged = rec[0], rec[2]
+        labels = stack_labels(snap, node)
+        if which == "j":
+            labels = [process_label(snap["P"][rec[5]])] + labels
+        key = ";".join(l.replace(";", ":") for l in labels)
         out[key] = out.get(key, 0) + charged
     return {k: v for k, v in out.items() if v}
 
@@ -246,7 +276,11 @@ class GoldenTest(unittest.TestCase):
             with self.subTest(fixture=fixture):
                 path = os.path.join(GOLDEN, fixture)
                 snap = read_snapshot(path)
-                for which, args in (("k", []), ("l", ["--live"])):
+                sets = (("k", []), ("l", ["--live"]))
+                if snap["r"]:
+                    # A followed run: the combined peak by default, the main process's own with --pid.
+                    sets = (("j", []), ("k", ["--pid", str(snap["P"][0]["pid"])]), ("l", ["--live"]))
+                for which, args in sets:
                     r = view("--folded", *args, path)
                     self.assertEqual(r.returncode, 0, r.stderr)
                     self.assertEqual(parse_folded(r.stdout.decode()), folded_expected(snap, which))
@@ -430,6 +464,79 @@ class GoldenTest(unittest.TestCase):
         for doc_text in (svg, live_svg, html):
             self.assertFalse("\x1b" in doc_text)
             self.assertFalse("<b>" in doc_text)
+
+    def test_process_tree(self):
+        """tree.snap: the processes, the combined peak against the sum of own peaks, the stacks by process."""
+        path = os.path.join(GOLDEN, "tree.snap")
+        snap = read_snapshot(path)
+        out = view(path).stdout.decode()
+        when, combined = snap["r"]
+        self.assertEqual(combined, (300 << 20) + (512 << 10))
+        self.assertIn("\ncombined peak 300.5 MiB at 1.20 s (sum of the processes' own peaks 349.0 MiB)\n", out)
+        self.assertIn("5 processes, 4 profiled, each under the one that started it:\n", out)
+        # Each process's line: pid, own peak and when, at the combined peak (bytes and share), command indented.
+        self.assertIn("     100    1.0 MiB   50.0 ms   512.0 KiB   0.2%  gcc -O2 -c big.c other.c\n", out)
+        self.assertIn("     101  240.0 MiB    1.20 s   240.0 MiB  79.9%    "
+                      "/usr/lib/gcc/x86_64-linux-gnu/12/cc1 -quiet big.c -O2\n", out)
+        self.assertIn("     103  100.0 MiB    1.00 s    60.0 MiB  20.0%    "
+                      "/usr/lib/gcc/x86_64-linux-gnu/12/cc1 -quiet other.c -O2\n", out)
+        self.assertIn("     104          -         -           -      -    /usr/libexec/gcc/collect2 --version "
+                      "(not profiled, peak RSS 2.0 MiB)\n", out)
+        # The tree first, then the main process's own report.
+        self.assertLess(out.index("combined peak"), out.index("the main process alone (pid 100;"))
+        self.assertLess(out.index("the main process alone"), out.index("\npeak     1.1 MiB charged at 50.0 ms"))
+        # The largest stack at the combined peak: cc1's (pid 101), its process as the outermost frame.
+        self.assertIn("#1   200.0 MiB  66.6%  reserved 256.0 MiB  mmap, 40 live\n"
+                      "    \u2192 mmap64 (libc.so.6 + 0x11e9a0)\n"
+                      "      ggc_internal_alloc (cc1 + 0x40000)\n"
+                      "      c_parse_file (cc1 + 0x30000)\n"
+                      "      toplev::main (cc1 + 0x20000)\n"
+                      "      main (cc1 + 0x10000)\n"
+                      "      [pid 101: /usr/lib/gcc/x86_64-linux-gnu/12/cc1 -quiet big.c -O2]\n#2 ", out)
+
+        # Folded: one root per command, the two cc1 processes merged.
+        folded = parse_folded(view("--folded", path).stdout.decode())
+        self.assertEqual({k.split(";")[0] for k in folded}, {"cc1", "gcc"})
+        self.assertEqual(sum(folded.values()), combined)
+        self.assertEqual(folded["cc1;main;toplev::main;c_parse_file;ggc_internal_alloc;mmap64"], 250 << 20)
+        svg = view("--svg", path).stdout.decode()
+        self.assertTrue("<title>cc1\nprocess: pids 101, 103\ncharged 300.0 MiB, 99.8% of all" in svg)
+        self.assertTrue("combined peak 300.5 MiB at 1.20 s (sum of the processes' own peaks 349.0 MiB)" in svg)
+        html = view("--html", path).stdout.decode()
+        self.assertTrue('<section id="processes">' in html)
+        self.assertTrue("Combined peak of the processes" in html)
+
+        # JSON: the tree as the P records say, and the combined peak's stacks with their pid.
+        doc = json.loads(view("--json", path).stdout)
+        tree = doc["tree"]
+        self.assertEqual((tree["combined_peak_bytes"], tree["time_s"]), (combined, when))
+        self.assertEqual([p["pid"] for p in tree["processes"]], [p["pid"] for p in snap["P"]])
+        for got, p in zip(tree["processes"], snap["P"]):
+            self.assertEqual(got["ppid"], p["ppid"])
+            self.assertEqual(got["command"], p["command"].decode())
+            self.assertEqual(got["profiled"], p["profiled"])
+            self.assertEqual(got["peak_bytes"], p["peak"] if p["profiled"] else None)
+            self.assertEqual(got["at_combined_peak_bytes"], p["at_combined"] if p["profiled"] else None)
+            self.assertEqual(got["vmhwm_bytes"], p["vmhwm"])
+            self.assertEqual(got["file"], p["file"].decode() if p["file"] else None)
+        self.assertEqual(doc["combined_peak_stacks_total"], len(snap["j"]))
+        self.assertEqual(doc["combined_peak_stacks"][0]["pid"], 101)
+        self.assertEqual(doc["combined_peak_stacks"][0]["charged_bytes"], 200 << 20)
+        self.assertEqual(sum(st["charged_bytes"] for st in doc["combined_peak_stacks"]), combined)
+
+        # --pid: a child's own snapshot, as if opened directly; the main one alone, without its tree.
+        for args in ([], ["--json"], ["--folded"]):
+            with self.subTest(args=args):
+                by_pid = view(*args, "--pid", "101", "tree.snap", cwd=GOLDEN)
+                direct = view(*args, "tree.101.snap", cwd=GOLDEN)
+                self.assertEqual(by_pid.returncode, 0, by_pid.stderr)
+                self.assertEqual(by_pid.stdout, direct.stdout)
+        main = view("--pid", "100", path).stdout.decode()
+        self.assertNotIn("combined peak", main)
+        self.assertIn("peak     1.1 MiB charged at 50.0 ms", main)
+        self.assertNotIn("tree", json.loads(view("--json", "--pid", "100", path).stdout))
+        self.assertEqual(parse_folded(view("--folded", "--pid", "100", path).stdout.decode()),
+                         folded_expected(snap, "k"))
 
     def test_diff_of_itself_is_empty(self):
         for fixture in FIXTURES:

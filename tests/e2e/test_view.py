@@ -117,6 +117,33 @@ def seed_snapshot(version=1):
     return s
 
 
+def tree_snapshot(procs, tree=None, tree_stacks=(), pid=4242):
+    """The seed snapshot in format 4 with a process tree: procs are (pid, ppid, profiled, peak, peak time,
+    at the combined peak, VmHWM, start, end, command, file); tree is (time, bytes) of the combined peak;
+    tree_stacks are (node, kind, charged, reserved, count, process number)."""
+    s = seed_snapshot(version=4)
+    for p in procs:
+        s.add("P", p[0], p[1], p[2], p[3], repr(p[4]), p[5], p[6], repr(p[7]), p[8] if p[8] == -1 else repr(p[8]),
+              s.ref(p[9]), s.ref(p[10]))
+    if tree:
+        s.add("r", repr(tree[0]), tree[1])
+    for st in tree_stacks:
+        s.add("j", *st)
+    return s
+
+
+# A followed run: the main process (the seed program), a shell it started, and under the shell two workers
+# of one command; the combined peak (at 0.6 s) is not the sum of their own peaks.
+TREE_PROCS = [
+    (4242, 0, 1, 54 * MiB, 0.75, 4 * MiB, 60 * MiB, 0.0, 1.5, "./sparse_threads hello", None),
+    (4300, 4242, 1, 1 * MiB, 0.1, 1 * MiB, 2 * MiB, 0.05, 1.2, "/bin/sh -c work", "run.4300.gz"),
+    (4301, 4300, 1, 100 * MiB, 0.6, 100 * MiB, 110 * MiB, 0.1, 0.9, "/usr/bin/worker --id 1", "run.4301.gz"),
+    (4302, 4300, 1, 80 * MiB, 1.0, 30 * MiB, 90 * MiB, 0.2, -1, "/usr/bin/worker --id 2", "run.4302.gz"),
+]
+TREE_STACKS = [(3, "m", 4 * MiB, 4 * MiB, 1, 0), (0, "p", 1 * MiB, 1 * MiB, 1, 1),
+               (6, "m", 100 * MiB, 128 * MiB, 1, 2), (6, "m", 30 * MiB, 128 * MiB, 1, 3)]
+
+
 def expected_frames(node):
     """The frames of a stack node, innermost first, as the JSON should show them."""
     out = []
@@ -479,6 +506,153 @@ class ViewTest(unittest.TestCase):
         self.assertIn("(no call stack)", out)
 
     # ---- errors ------------------------------------------------------------
+
+    # ---- a process tree (format 4) ------------------------------------------
+
+    def tree(self, procs=TREE_PROCS, stacks=TREE_STACKS, combined=(0.6, 135 * MiB), name="run.gz"):
+        return self.write(name, tree_snapshot(procs, combined, stacks).gzip_bytes())
+
+    def test_tree_report(self):
+        path = self.tree()
+        r = run(path)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stderr, b"")
+        out = r.stdout.decode()
+        self.assertIn("\n4 processes, 4 profiled, each under the one that started it:\n", out)
+        # The tree: each process under the one that started it, indented by two spaces a level.
+        self.assertIn("    4242   54.0 MiB  750.0 ms     4.0 MiB   3.0%  ./sparse_threads hello\n"
+                      "    4300    1.0 MiB  100.0 ms     1.0 MiB   0.7%    /bin/sh -c work\n"
+                      "    4301  100.0 MiB  600.0 ms   100.0 MiB  74.1%      /usr/bin/worker --id 1\n"
+                      "    4302   80.0 MiB    1.00 s    30.0 MiB  22.2%      /usr/bin/worker --id 2\n"
+                      "combined peak 135.0 MiB at 600.0 ms (sum of the processes' own peaks 235.0 MiB)\n", out)
+        # The combined peak's stacks end in their process.
+        self.assertIn("#1   100.0 MiB  74.1%  reserved 128.0 MiB  mmap, 1 live\n"
+                      "    \u2192 thread_fn (sparse_threads + 0x1200)\n"
+                      "      start_thread (libc.so.6 + 0x94ac3)\n"
+                      "      libc.so.6 + 0x126850\n"
+                      "      [pid 4301: /usr/bin/worker --id 1]\n", out)
+        self.assertIn("#4     1.0 MiB   0.7%  reserved 1.0 MiB  pseudo, 1 live\n"
+                      "      (no call stack)\n"
+                      "      [pid 4300: /bin/sh -c work]\n", out)
+        self.assertIn("\nthe main process alone (pid 4242; ptfil-view --pid PID shows any one):\n"
+                      "peak     54.0 MiB charged at 750.0 ms", out)
+
+        # Folded: one root per command, the two workers merged under "worker".
+        r = run("--folded", path)
+        folded = dict(l.rsplit(" ", 1) for l in r.stdout.decode().splitlines())
+        self.assertEqual(folded, {
+            "worker;libc.so.6 + 0x126850;start_thread;thread_fn": str(130 * MiB),
+            "sparse_threads;__libc_start_call_main;main;main_big_map": str(4 * MiB),
+            "sh;[no stack]": str(MiB),
+        })
+        # --pid of the main process: its own stacks alone, as a format-3 snapshot showed them.
+        r = run("--folded", "--pid", "4242", path)
+        self.assertEqual(r.stdout, run("--folded", self.write("seed.gz", seed_snapshot().gzip_bytes())).stdout)
+
+        doc = json.loads(run("--json", path).stdout)
+        self.assertEqual(doc["tree"]["combined_peak_bytes"], 135 * MiB)
+        self.assertEqual(doc["tree"]["time_s"], 0.6)
+        self.assertEqual(doc["tree"]["processes"][3], {
+            "pid": 4302, "ppid": 4300, "command": "/usr/bin/worker --id 2", "profiled": True,
+            "peak_bytes": 80 * MiB, "peak_time_s": 1.0, "at_combined_peak_bytes": 30 * MiB,
+            "vmhwm_bytes": 90 * MiB, "start_s": 0.2, "end_s": None, "file": "run.4302.gz"})
+        self.assertEqual([(st["pid"], st["charged_bytes"]) for st in doc["combined_peak_stacks"]],
+                         [(4301, 100 * MiB), (4302, 30 * MiB), (4242, 4 * MiB), (4300, MiB)])
+        self.assertEqual(doc["combined_peak_stacks"][0]["frames"], expected_frames(6))
+
+    def test_tree_pid(self):
+        """--pid N shows the child's own snapshot, as viewing its file does; bad names and pids are refused."""
+        path = self.tree()
+        child = seed_snapshot(version=4)
+        self.write("run.4301.gz", child.gzip_bytes())
+        direct = run(os.path.join(self.dir, "run.4301.gz"))
+        for args in ([], ["--json"], ["--folded"], ["--svg"]):
+            with self.subTest(args=args):
+                r = run(*args, "--pid", "4301", path)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertEqual(r.stdout, run(*args, os.path.join(self.dir, "run.4301.gz")).stdout)
+        self.assertEqual(run("--pid", "4301", path).stdout, direct.stdout)
+        # Relative to SNAPSHOT's directory, not the current one.
+        r = subprocess.run([VIEW, "--pid", "4301", "run.gz"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           timeout=TIMEOUT, cwd=self.dir)
+        self.assertEqual(r.stdout, direct.stdout)
+
+        def refused(pid, snap, *words):
+            r = run("--pid", str(pid), snap)
+            err = r.stderr.decode("utf-8", "replace")
+            self.assertEqual(r.returncode, 1, err)
+            self.assertEqual(r.stdout, b"")
+            self.assertEqual(err.count("\n"), 1, err)
+            for w in words:
+                self.assertIn(w, err)
+
+        refused(4302, path, "run.4302.gz", "missing")
+        refused(999, path, "no process 999")
+        # A file name from the file must name a file beside it: no directory, no "..".
+        self.write("secret.gz", child.gzip_bytes())
+        os.mkdir(os.path.join(self.dir, "sub"))
+        for bad in ("../secret.gz", "..", ".", "sub/../secret.gz", "/etc/passwd", "sub/x"):
+            with self.subTest(file=bad):
+                procs = list(TREE_PROCS)
+                procs[2] = procs[2][:10] + (bad,)
+                snap = self.tree(procs, name="bad.gz")
+                refused(4301, os.path.join(self.dir, "sub", "..", "bad.gz") if bad == "." else snap,
+                        "invalid file name")
+        # Not profiled: no snapshot of its own.
+        procs = list(TREE_PROCS) + [(4400, 4242, 0, 0, 0.0, 0, 3 * MiB, 1.0, 1.1, "cat", None)]
+        refused(4400, self.tree(procs, name="np.gz"), "was not profiled")
+        # --pid is for one snapshot, not a diff.
+        r = run("--diff", "--pid", "4301", path, path)
+        self.assertEqual(r.returncode, 2)
+
+    def test_unprofiled_children(self):
+        """Without --follow-forks: the children seen, not profiled, in one line; no combined peak."""
+        procs = [(4242, 0, 1, 54 * MiB, 0.75, 0, 60 * MiB, 0.0, 1.5, "./sparse_threads", None),
+                 (4243, 4242, 0, 0, 0.0, 0, 240 * MiB, 0.1, 1.2, "/usr/lib/gcc/cc1 -quiet big.c", None),
+                 (4244, 4242, 0, 0, 0.0, 0, 8 * MiB, 1.2, 1.4, "as -o big.o", None)]
+        path = self.write("np.gz", tree_snapshot(procs).gzip_bytes())
+        out = run(path).stdout.decode()
+        self.assertIn("\nchildren 2 processes not profiled, the largest peak RSS 240.0 MiB "
+                      "(/usr/lib/gcc/cc1 -quiet big.c); --follow-forks profiles them\n", out)
+        self.assertNotIn("combined peak", out)
+        doc = json.loads(run("--json", path).stdout)
+        self.assertIsNone(doc["tree"]["combined_peak_bytes"])
+        self.assertIsNone(doc["tree"]["time_s"])
+        self.assertEqual(doc["tree"]["processes"][1]["vmhwm_bytes"], 240 * MiB)
+        self.assertIsNone(doc["tree"]["processes"][1]["peak_bytes"])
+        self.assertEqual(doc["combined_peak_stacks"], [])
+        # The folded stacks are the process's own peak, as before.
+        self.assertEqual(run("--folded", path).stdout,
+                         run("--folded", self.write("seed.gz", seed_snapshot().gzip_bytes())).stdout)
+        # A snapshot without a tree has no "tree" in JSON.
+        self.assertNotIn("tree", json.loads(run("--json", self.write("seed.gz", seed_snapshot().gzip_bytes())).stdout))
+
+    def test_tree_hostile(self):
+        """Commands from the file are escaped everywhere; a ppid cycle and pid reuse still list every process."""
+        evil = "\x1b[2J<b>&\"evil\";\udcff --x"
+        procs = [(4242, 0, 1, MiB, 0.1, MiB, MiB, 0.0, 1.0, "main", None),
+                 (7, 8, 1, MiB, 0.1, MiB, MiB, 0.0, 1.0, evil, "a.gz"),
+                 (8, 7, 1, MiB, 0.1, MiB, MiB, 0.0, 1.0, "/x/" + evil, "b.gz"),
+                 (7, 4242, 1, MiB, 0.1, MiB, MiB, 0.5, 1.0, "again", "c.gz")]
+        stacks = [(3, "m", MiB, MiB, 1, 1), (3, "m", MiB, MiB, 1, 2), (6, "m", MiB, MiB, 1, 3)]
+        path = self.write("evil.gz", tree_snapshot(procs, (0.5, 4 * MiB), stacks).gzip_bytes())
+        for args in ([], ["--folded"], ["--svg"], ["--html"], ["--json"], ["--top", "1"]):
+            with self.subTest(args=args):
+                r = run(*args, path)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertNotIn(b"\x1b", r.stdout)
+                if "--svg" in args or "--html" in args:
+                    self.assertNotIn(b"<b>", r.stdout)
+                    self.assertIn(b"&lt;b&gt;&amp;", r.stdout)
+        out = run(path).stdout.decode()
+        self.assertIn("      [pid 7: \\x1b[2J<b>&\"evil\";\\xff --x]\n", out)
+        for pid in ("4242", "7", "8"):
+            self.assertTrue(any(l.split()[:1] == [pid] for l in out.splitlines()), pid)
+        self.assertIn("4 processes, 4 profiled", out)
+        folded = run("--folded", path).stdout.decode()
+        self.assertIn("\\x1b[2J<b>&\"evil\":\\xff;__libc_start_call_main;main;main_big_map " + str(2 * MiB), folded)
+        doc = json.loads(run("--json", path).stdout)
+        self.assertEqual(doc["tree"]["processes"][1]["command"], "\x1b[2J<b>&\"evil\";\ufffd --x")
 
     def test_missing_file(self):
         self.assert_read_error(os.path.join(self.dir, "absent.gz"), "No such file")

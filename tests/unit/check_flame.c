@@ -561,6 +561,149 @@ START_TEST(test_deep_chain)
 }
 END_TEST
 
+/*
+ * make_snap with a process tree: 0 the main process (prog), 1 and 2 two
+ * workers of one command (/usr/bin/worker, different arguments), 3 a
+ * process with no command; each holds stacks at the combined peak.
+ */
+static void make_tree(struct snap *s)
+{
+	static const char *cmds[] = { "/usr/bin/prog --jobs 2", "/usr/bin/worker --id 1", "worker --id 2", NULL };
+	static const int pids[] = { 100, 101, 102, 103 };
+	make_snap(s);
+	s->n_procs = 4;
+	s->procs = calloc(4, sizeof(*s->procs));
+	for (int i = 0; i < 4; i++) {
+		s->procs[i].pid = pids[i];
+		s->procs[i].ppid = i ? 100 : 0;
+		s->procs[i].profiled = 1;
+		s->procs[i].command = cmds[i] ? strdup(cmds[i]) : NULL;
+	}
+	static const struct snap_stack st[] = {
+		{ 4, 'h', 300, 300, 3, 1 },   /* worker 101: main>walk>walk>leaf */
+		{ 4, 'h', 200, 200, 2, 2 },   /* worker 102: the same stack, merges with 101's */
+		{ 2, 'h', 50, 50, 1, 2 },     /* worker 102: main>walk */
+		{ 2, 'h', 5, 5, 1, 0 },       /* prog: main>walk, apart from the workers' */
+		{ 0, 'b', 9, 9, 1, 0 },       /* prog: no stack */
+		{ 7, 'm', 7, 7, 1, 3 },       /* the process with no command */
+	};
+	s->has_tree = 1;
+	s->tree_charged = 571;
+	s->n_tree_stacks = sizeof(st) / sizeof(st[0]);
+	s->tree_stacks = malloc(sizeof(st));
+	memcpy(s->tree_stacks, st, sizeof(st));
+}
+
+START_TEST(test_tree_one_root_per_command)
+{
+	struct snap s;
+	struct flame f;
+	make_tree(&s);
+	ck_assert_int_eq(flame_build(&f, &s, NULL, FLAME_TREE), 0);
+	ck_assert_uint_eq(f.nodes[FLAME_ROOT].charged[0], 571);
+
+	/* The roots: worker (both workers, 550), prog (14), [pid 103] (7), in that order; nothing else. */
+	uint32_t c = f.nodes[FLAME_ROOT].first_child;
+	ck_assert_str_eq(f.labels[f.nodes[c].label], "worker");
+	ck_assert_int_eq(f.nodes[c].process, 1);
+	ck_assert_uint_eq(f.nodes[c].charged[0], 550);
+	ck_assert_str_eq(f.labels[f.nodes[c].pids], "pids 101, 102");
+	c = f.nodes[c].next_sibling;
+	ck_assert_str_eq(f.labels[f.nodes[c].label], "prog");
+	ck_assert_uint_eq(f.nodes[c].charged[0], 14);
+	ck_assert_str_eq(f.labels[f.nodes[c].pids], "pid 100");
+	c = f.nodes[c].next_sibling;
+	ck_assert_str_eq(f.labels[f.nodes[c].label], "[pid 103]");
+	ck_assert_uint_eq(f.nodes[c].charged[0], 7);
+	ck_assert_uint_eq(f.nodes[c].next_sibling, 0);
+
+	/* Under each root the process's own frames, merged across the workers. */
+	const char *leaf[] = { "worker", "main", "walk", "walk", "leaf", NULL };
+	uint32_t n = find(&f, leaf);
+	ck_assert_uint_ne(n, FLAME_NONE);
+	ck_assert_uint_eq(f.nodes[n].self_charged[0], 500);
+	ck_assert_uint_eq(f.nodes[n].depth, 5);
+	ck_assert_int_eq(f.nodes[n].process, 0);
+	ck_assert_uint_eq(f.nodes[n].pids, FLAME_NONE);
+	const char *walk[] = { "worker", "main", "walk", NULL };
+	ck_assert_uint_eq(f.nodes[find(&f, walk)].self_charged[0], 50);
+	const char *own[] = { "prog", "main", "walk", NULL };
+	ck_assert_uint_eq(f.nodes[find(&f, own)].self_charged[0], 5);
+	/* A stack with no frame keeps a frame of its own under its process. */
+	const char *none[] = { "prog", FLAME_NO_STACK, NULL };
+	ck_assert_uint_eq(f.nodes[find(&f, none)].self_charged[0], 9);
+	const char *addr[] = { "[pid 103]", "0x7fff0000", NULL };
+	ck_assert_uint_eq(f.nodes[find(&f, addr)].self_charged[0], 7);
+
+	/* Per-function totals count the code, not the processes. */
+	size_t nf = 0;
+	struct flame_func *fn = flame_functions(&f, &nf);
+	for (size_t i = 0; i < nf; i++) {
+		ck_assert_str_ne(f.labels[fn[i].label], "worker");
+		ck_assert_str_ne(f.labels[fn[i].label], "prog");
+		if (!strcmp(f.labels[fn[i].label], "main"))
+			ck_assert_uint_eq(fn[i].inclusive[0], 555);  /* the workers' and prog's */
+	}
+	free(fn);
+	flame_fin(&f);
+
+	/* The same snapshot's own peak is unchanged by the tree. */
+	ck_assert_int_eq(flame_build(&f, &s, NULL, FLAME_PEAK), 0);
+	ck_assert_int_eq(f.nodes[f.nodes[FLAME_ROOT].first_child].process, 0);
+	flame_fin(&f);
+	snap_fin(&s);
+}
+END_TEST
+
+START_TEST(test_tree_process_labels)
+{
+	char buf[FLAME_LABEL_MAX + 1];
+	struct snap_proc p = { .pid = 7 };
+	p.command = "/usr/lib/gcc/x86_64-linux-gnu/12/cc1 -quiet big.c";
+	flame_process_label(&p, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "cc1");
+	p.command = "evil\x1b[31m --x";
+	flame_process_label(&p, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "evil\\x1b[31m");
+	p.command = "";
+	flame_process_label(&p, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "[pid 7]");
+	p.command = "/ x";
+	flame_process_label(&p, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "[pid 7]");
+	char *big = malloc(3 * FLAME_LABEL_MAX);
+	memset(big, 'a', 3 * FLAME_LABEL_MAX - 1);
+	big[3 * FLAME_LABEL_MAX - 1] = '\0';
+	p.command = big;
+	flame_process_label(&p, buf, sizeof(buf));
+	ck_assert_uint_eq(strlen(buf), FLAME_LABEL_MAX);
+	ck_assert_str_eq(buf + FLAME_LABEL_MAX - 3, "...");
+	free(big);
+}
+END_TEST
+
+/* A diff of two followed runs: process nodes match by command across runs. */
+START_TEST(test_tree_diff)
+{
+	struct snap a, b;
+	struct flame f;
+	make_tree(&a);
+	make_tree(&b);
+	b.tree_stacks[0].charged = 1300;
+	b.procs[1].pid = 201;
+	ck_assert_int_eq(flame_build(&f, &a, &b, FLAME_TREE), 0);
+	const char *leaf[] = { "worker", "main", "walk", "walk", "leaf", NULL };
+	uint32_t n = find(&f, leaf);
+	ck_assert_uint_eq(f.nodes[n].self_charged[0], 500);
+	ck_assert_uint_eq(f.nodes[n].self_charged[1], 1500);
+	/* The node keeps the first run's pids. */
+	ck_assert_str_eq(f.labels[f.nodes[f.nodes[FLAME_ROOT].first_child].pids], "pids 101, 102");
+	flame_fin(&f);
+	snap_fin(&a);
+	snap_fin(&b);
+}
+END_TEST
+
 Suite *flame_suite(void)
 {
 	Suite *s = suite_create("flame");
@@ -574,6 +717,9 @@ Suite *flame_suite(void)
 	tcase_add_test(tc, test_python_short_file);
 	tcase_add_test(tc, test_python_labels);
 	tcase_add_test(tc, test_python_functions_grouped);
+	tcase_add_test(tc, test_tree_one_root_per_command);
+	tcase_add_test(tc, test_tree_process_labels);
+	tcase_add_test(tc, test_tree_diff);
 	suite_add_tcase(s, tc);
 	return s;
 }
