@@ -244,11 +244,17 @@ void run_summary_children(struct tracer *T)
 			error_progname(), profiled, (double)t->charged / 1048576.0, t->time);
 	if (!t->unprofiled)
 		return;
-	fprintf(stderr, "%s: %llu child process%s %s not profiled; the largest, %s (pid %d), peaked at %.1f MiB RSS: "
+	/* The program's name alone: a compiler's command line runs for lines. */
+	const char *cmd = t->unprofiled_command ? t->unprofiled_command : "?";
+	size_t len = strcspn(cmd, " ");
+	const char *base = cmd;
+	for (const char *q = cmd; q < cmd + len; q++)
+		if (*q == '/')
+			base = q + 1;
+	fprintf(stderr, "%s: %llu child process%s %s not profiled; the largest, %.*s (pid %d), peaked at %.1f MiB RSS: "
 		"--follow-forks profiles them\n", error_progname(), (unsigned long long)t->unprofiled,
-		t->unprofiled == 1 ? "" : "es", t->unprofiled == 1 ? "was" : "were",
-		t->unprofiled_command ? t->unprofiled_command : "?", (int)t->unprofiled_pid,
-		(double)t->unprofiled_hwm / 1048576.0);
+		t->unprofiled == 1 ? "" : "es", t->unprofiled == 1 ? "was" : "were", (int)(cmd + len - base), base,
+		(int)t->unprofiled_pid, (double)t->unprofiled_hwm / 1048576.0);
 }
 
 int run_budget(struct tracer *T, struct proc *p, int rc)
