@@ -203,13 +203,13 @@ static void on_exit_bp(struct tracer *T, struct tracee *t, const struct hook_bp 
 	uint64_t ptr = regs->rax, size;
 	if (!p->profiled || !p->ready || t->in_alloc || !ptr) {
 		if (t->in_alloc)
-			T->nested_calls++;
+			T->nested_calls++, t->p->counts.nested_calls++;
 		emulate_and_go(t, b, regs, NULL);
 		return;
 	}
 	size = usable_size(t, ptr);
 	if (!size) {
-		T->unsized_blocks++;
+		T->unsized_blocks++, p->counts.unsized_blocks++;
 	} else {
 		/*
 		 * At a ret, as at the entry, the return address is at the stack
@@ -223,7 +223,7 @@ static void on_exit_bp(struct tracer *T, struct tracee *t, const struct hook_bp 
 		if (heap_alloc(&p->heap, ptr, size, stack))
 			warning("out of memory recording a block");
 		else
-			T->usable_blocks++;
+			T->usable_blocks++, p->counts.usable_blocks++;
 	}
 	emulate_and_go(t, b, regs, NULL);
 }
@@ -238,7 +238,7 @@ static void on_entry(struct tracer *T, struct tracee *t, const struct hook_bp *b
 	}
 	if (!p->profiled || !p->ready || t->in_alloc) {
 		if (t->in_alloc)
-			T->nested_calls++;
+			T->nested_calls++, t->p->counts.nested_calls++;
 		emulate_and_go(t, b, regs, NULL);
 		return;
 	}

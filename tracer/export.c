@@ -396,9 +396,9 @@ static int build(struct tracer *T, struct proc *p, int live, struct snap *s, str
 	    counter(s, &k, "heap.allocs", p->heap.allocs) ||
 	    counter(s, &k, "heap.frees", p->heap.frees + p->heap.unknown_frees) ||
 	    counter(s, &k, "heap.unknown_frees", p->heap.unknown_frees) ||
-	    counter(s, &k, "heap.nested", T->nested_calls) ||
-	    counter(s, &k, "heap.usable_size_blocks", T->usable_blocks) ||
-	    (T->unsized_blocks && counter(s, &k, "heap.unsized_blocks", T->unsized_blocks)) ||
+	    counter(s, &k, "heap.nested", pc->nested_calls) ||
+	    counter(s, &k, "heap.usable_size_blocks", pc->usable_blocks) ||
+	    (pc->unsized_blocks && counter(s, &k, "heap.unsized_blocks", pc->unsized_blocks)) ||
 	    counter(s, &k, "tracer.vmhwm_bytes", resid_vmhwm(getpid())) ||
 	    counter(s, &k, "tracer.live_blocks", p->heap.n) ||
 	    counter(s, &k, "tracer.stack_nodes", T->stacks.n_nodes) ||

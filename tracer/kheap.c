@@ -248,7 +248,7 @@ static void on_entry(struct tracer *T, struct tracee *t, const struct kh_entry *
 		memcpy(&ret, e->stack, sizeof(ret));
 	if (inside_call(t, e->regs[KH_RSP], ret)) {
 		/* realloc calling malloc, say: the outer call counts, as on the ptrace path. */
-		T->nested_calls++;
+		T->nested_calls++, t->p->counts.nested_calls++;
 		return;
 	}
 	t->kin_call = 1;
@@ -283,7 +283,7 @@ static void on_return(struct tracer *T, struct tracee *t, const struct kh_rec *r
 static void on_free(struct tracer *T, struct tracee *t, const struct kh_rec *r)
 {
 	if (inside_call(t, r->a[1], r->a[2])) {
-		T->nested_calls++;
+		T->nested_calls++, t->p->counts.nested_calls++;
 		return;
 	}
 	if (r->a[0]) {

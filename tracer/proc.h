@@ -36,6 +36,7 @@ enum stop_kind {
 struct proc_counts {
 	uint64_t stops[STOP__COUNT];
 	uint64_t unwinds, remote_reads, stack_copies, memo_hits, splices, spliced_frames;
+	uint64_t nested_calls, usable_blocks, unsized_blocks;  /* as the tracer's own (core.h) */
 };
 
 struct proc {

@@ -68,7 +68,7 @@ static void sample(struct proc *p, double now)
 }
 
 /* Brings every range's residency up to date if the process faulted in pages since the last time. */
-static void refresh_if_faulted(struct tracer *T, struct proc *p)
+void sysc_refresh_if_faulted(struct tracer *T, struct proc *p)
 {
 	p->faults_checked_at = tracer_now(T);
 	uint64_t faults = resid_faults(&p->resid);
@@ -103,7 +103,7 @@ void sysc_before_release(struct tracer *T, struct proc *p, uint64_t start, uint6
 		return;
 	/* Exact residency of what is about to go, while its pages are still there. */
 	ledger_refresh(&p->ledger, start, end);
-	refresh_if_faulted(T, p);
+	sysc_refresh_if_faulted(T, p);
 	check_peak(T, p);
 }
 
@@ -116,7 +116,7 @@ void sysc_before_small_release(struct tracer *T, struct proc *p)
 	 * fault counter costs a system call, so at most once a millisecond here.
 	 */
 	if (tracer_now(T) - p->faults_checked_at > 0.001)
-		refresh_if_faulted(T, p);
+		sysc_refresh_if_faulted(T, p);
 	check_peak(T, p);
 }
 
@@ -124,7 +124,7 @@ void sysc_poll(struct tracer *T, struct proc *p)
 {
 	if (!p->ready || !p->nthreads)
 		return;
-	refresh_if_faulted(T, p);
+	sysc_refresh_if_faulted(T, p);
 	check_peak(T, p);
 	sample(p, tracer_now(T));
 }

@@ -41,4 +41,7 @@ void sysc_before_small_release(struct tracer *T, struct proc *p);
  */
 void sysc_refresh_inherited(struct tracer *T, struct proc *except);
 
+/* Brings every range of p up to date when p faulted in pages since the last time it was measured. */
+void sysc_refresh_if_faulted(struct tracer *T, struct proc *p);
+
 #endif

@@ -7,6 +7,7 @@
 #include "common/snap.h"
 #include "tracer/core.h"
 #include "tracer/run.h"
+#include "tracer/sysc.h"
 #include "tracer/tree.h"
 
 static void tree_proc_fin(struct tree_proc *q)
@@ -74,6 +75,14 @@ void tree_check_peak(struct tracer *T)
 	for (struct proc *p = T->procs; p; p = p->next) {
 		if (!live(p))
 			continue;
+		/*
+		 * The others' charges as they are now: a process that wrote its memory
+		 * and then waits is measured at its own releases only. At most once a
+		 * millisecond each (a fault counter read); the process releasing is
+		 * measured by its caller.
+		 */
+		if (now - p->faults_checked_at >= TREE_INHERITED_REFRESH / 10)
+			sysc_refresh_if_faulted(T, p);
 		if (p->inherited && now - p->inherited_at >= TREE_INHERITED_REFRESH) {
 			p->inherited_at = now;
 			ledger_refresh_inherited(&p->ledger);

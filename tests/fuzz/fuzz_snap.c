@@ -104,9 +104,11 @@ static void render_all(const struct snap *s)
 
 	render_flame(s, NULL, FLAME_PEAK);
 	render_flame(s, NULL, FLAME_LIVE);
+	render_flame(s, NULL, FLAME_TREE);
 	/* A diff of the snapshot against itself (every node matched, nothing grew), and against another. */
 	render_flame(s, s, FLAME_PEAK);
 	render_flame(s, s, FLAME_LIVE);
+	render_flame(s, s, FLAME_TREE);
 	render_flame(s, &other, FLAME_PEAK);
 	render_flame(&other, s, FLAME_LIVE);
 	fflush(devnull);
@@ -124,11 +126,22 @@ static void check_snap(const struct snap *s)
 	for (size_t i = 0; i < s->n_frames; i++) {
 		if (s->frames[i].module < -1 || s->frames[i].module >= (int64_t)s->n_modules)
 			abort();
+		/* Native frames carry a file, a line and the inlined mark from format 3 on (the `g` record). */
 		if (s->frames[i].kind == SNAP_FRAME_PYTHON
-		    ? s->version < 2 || s->frames[i].module != -1 || !s->frames[i].file
-		    : s->frames[i].kind != SNAP_FRAME_NATIVE || s->frames[i].file || s->frames[i].line)
+		    ? s->version < 2 || s->frames[i].module != -1 || !s->frames[i].file || s->frames[i].inlined
+		    : s->frames[i].kind != SNAP_FRAME_NATIVE ||
+			      (s->version < 3 && (s->frames[i].file || s->frames[i].line || s->frames[i].inlined)) ||
+			      (s->frames[i].inlined != 0 && s->frames[i].inlined != 1))
 			abort();
 	}
+	for (size_t i = 0; i < s->n_modules; i++)
+		if (s->version < 3 && (s->modules[i].symbols || s->modules[i].package))
+			abort();
+	if (s->version < 4 && (s->n_procs || s->has_tree || s->n_tree_stacks))
+		abort();
+	for (size_t i = 0; i < s->n_tree_stacks; i++)
+		if (s->tree_stacks[i].node >= s->n_nodes || s->tree_stacks[i].proc >= s->n_procs)
+			abort();
 	for (size_t i = 0; i < s->n_stacks; i++)
 		if (s->stacks[i].node >= s->n_nodes)
 			abort();
