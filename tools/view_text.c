@@ -96,6 +96,8 @@ size_t *view_debug_missing(const struct snap *s, size_t *n)
 	weigh_modules(s, s->stacks, s->n_stacks, weight, seen);
 	memset(seen, 0, nm * sizeof(*seen));
 	weigh_modules(s, s->live, s->n_live, weight, seen);
+	memset(seen, 0, nm * sizeof(*seen));
+	weigh_modules(s, s->tree_stacks, s->n_tree_stacks, weight, seen);
 	for (size_t i = 0; i < s->n_modules; i++) {
 		const struct snap_module *m = &s->modules[i];
 		if (weight[i] && m->symbols && (view_module_unnamed(m) || !m->lines))
