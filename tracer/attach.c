@@ -30,6 +30,7 @@
 #include "tracer/detach.h"
 #include "tracer/export.h"
 #include "tracer/follow.h"
+#include "tracer/live.h"
 #include "tracer/loop.h"
 #include "tracer/procfs.h"
 #include "tracer/refuse.h"
@@ -182,7 +183,9 @@ static int trace(struct tracer *T, pid_t pid)
 	}
 	if (T->opts.duration > 0)
 		T->deadline = tracer_now(T) + T->opts.duration;
+	T->live_on = T->opts.live != NULL;
 	loop_run(T);
+	live_end(T);
 	int target_ended = T->main_status >= 0;
 	/* Followed children may outlive the main process: they are left as it would be. */
 	if (T->n_threads)

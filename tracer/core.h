@@ -62,6 +62,11 @@ struct tracer {
 		int copied;         /* from a stack copy the kernel took (capture_copied): no Python frames */
 		double begin_s;     /* seconds spent in capture_begin */
 	} capture;
+	int live_on;               /* --live: the view is up (tracer/live.c) */
+	int live_leave;            /* q pressed under attach */
+	double live_at;            /* when the last model was made */
+	unsigned live_seq;
+	char **live_names; size_t n_live_names;  /* frame texts for the view, by frame id */
 	struct proc *unw_owner;    /* whose unwinds the unwinder's counters count now (capture_account) */
 	struct proc_counts unw_seen; /* the unwinder's counters when unw_owner took over */
 	struct srcmemo *src;       /* source lines of stack frame i, resolved when written (export.c) */

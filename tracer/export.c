@@ -437,8 +437,7 @@ static int build(struct tracer *T, struct proc *p, int live, struct snap *s, str
 	return 0;
 }
 
-/* One frame as a line of text shows it: "make_table (table.c:24)", "load (demo.py:12)", "libfoo.so + 0x1234". */
-static void frame_text(struct tracer *T, uint32_t fi, char *buf, size_t size)
+void export_frame_text(struct tracer *T, uint32_t fi, int lines, char *buf, size_t size)
 {
 	const struct stacks_frame *f = &T->stacks.frames[fi];
 	if (f->module == STACKS_PY_MODULE) {
@@ -457,8 +456,8 @@ static void frame_text(struct tracer *T, uint32_t fi, char *buf, size_t size)
 	const struct modreg_entry *e = &T->reg.v[f->module];
 	const char *name = e->sym ? sym_lookup(e->sym, f->offset, NULL) : NULL;
 	char *dm = sym_demangle(name);
-	struct sym_srcframe *v;
-	int n = frame_source(T, fi, &v);
+	struct sym_srcframe *v = NULL;
+	int n = lines ? frame_source(T, fi, &v) : 0;
 	const char *fn = dm ? dm : name ? name : n > 0 ? v[n - 1].function : NULL;
 	const char *mod = strrchr(e->path, '/');
 	mod = mod ? mod + 1 : e->path;
@@ -479,7 +478,7 @@ char *export_stack_text(struct tracer *T, uint32_t node, size_t max)
 	size_t k = 0, shown = 0;
 	buf[0] = '\0';
 	for (uint32_t n = node; n != STACKS_ROOT && n < T->stacks.n_nodes && shown < max; n = T->stacks.nodes[n].parent) {
-		frame_text(T, T->stacks.nodes[n].frame, one, sizeof(one));
+		export_frame_text(T, T->stacks.nodes[n].frame, 1, one, sizeof(one));
 		int w = snprintf(buf + k, sizeof(buf) - k, "%s%s", shown++ ? " <- " : "", one);
 		if (w < 0 || (size_t)w >= sizeof(buf) - k)
 			break;

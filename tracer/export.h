@@ -30,4 +30,11 @@ void export_fin(struct tracer *T);
  */
 char *export_stack_text(struct tracer *T, uint32_t node, size_t max);
 
+/*
+ * Stack frame fi as text: "make_table (table.c:24)", "load (demo.py:12)",
+ * "libfoo.so + 0x1234"; with lines 0, native frames name their module
+ * instead of a source line (no DWARF is read: cheap while tracing).
+ */
+void export_frame_text(struct tracer *T, uint32_t fi, int lines, char *buf, size_t size);
+
 #endif

@@ -26,6 +26,7 @@
 #include "tracer/caveats.h"
 #include "tracer/core.h"
 #include "tracer/export.h"
+#include "tracer/live.h"
 #include "tracer/loop.h"
 #include "tracer/run.h"
 
@@ -194,7 +195,9 @@ int tracer_launch(const struct tracer_opts *o)
 	run_start_timer(o->interval_ms ? o->interval_ms : 250);
 	kill(pid, SIGCONT);
 
+	T.live_on = T.opts.live != NULL;
 	loop_run(&T);
+	live_end(&T);
 	run_stop_timer();
 	kheap_end(&T);
 

@@ -27,6 +27,7 @@
 #include "tracer/event.h"
 #include "tracer/follow.h"
 #include "tracer/kheap.h"
+#include "tracer/live.h"
 #include "tracer/loop.h"
 #include "tracer/procfs.h"
 #include "tracer/rescue.h"
@@ -472,6 +473,9 @@ static void tick(struct tracer *T)
 	}
 	run_checkpoint(T);
 	if (T->deadline > 0 && tracer_now(T) >= T->deadline)
+		loop_leave = 1;
+	live_tick(T);
+	if (T->live_leave)
 		loop_leave = 1;
 }
 

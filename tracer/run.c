@@ -14,6 +14,7 @@
 #include "common/snap.h"
 #include "tracer/core.h"
 #include "tracer/export.h"
+#include "tracer/live.h"
 #include "tracer/loop.h"
 #include "tracer/run.h"
 
@@ -63,6 +64,7 @@ void run_fin(struct tracer *T)
 	unwind_fin(&T->unw);
 	pynames_fin(&T->pynames);
 	export_fin(T);
+	live_fin(T);
 	tree_fin(&T->tree);
 	modreg_fin(&T->reg);
 	stacks_fin(&T->stacks);

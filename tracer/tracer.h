@@ -2,6 +2,8 @@
 #ifndef PTFIL_TRACER_H
 #define PTFIL_TRACER_H
 
+struct live_ui;
+
 struct tracer_opts {
 	char **argv;              /* program and arguments, NULL-terminated */
 	const char *output;       /* snapshot path; NULL for the default name */
@@ -17,6 +19,7 @@ struct tracer_opts {
 	int exact_sizes;          /* ptrace path: hook glibc's malloc at its entry too, for requested sizes */
 	unsigned long long max_peak; /* launch --max-peak: the budget in bytes (the combined peak with
 	                              follow_forks), 0 for none */
+	const struct live_ui *live;  /* --live: the view, started by the caller (tracer/live.h); NULL for none */
 };
 
 /* launch's exit status when the program succeeded but its peak passed --max-peak. */

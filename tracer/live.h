@@ -1,0 +1,77 @@
+/*
+ * --live: what the terminal view shows, as a copy the tracer makes between
+ * events about once a second (tracer/live.c builds it; tools/live_ui.c draws
+ * it in its own thread and never touches the tracer's tables). Pure data:
+ * every string and array is owned by the model.
+ */
+#ifndef PTFIL_LIVE_H
+#define PTFIL_LIVE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* One stack as the view lists it. */
+struct live_stack {
+	uint64_t charged, reserved, count;
+	char kind;            /* enum snap_kind: 'm' mmap, 'b' brk, 'h' heap, 'p' pseudo */
+	pid_t pid;            /* the process holding it */
+	char *summary;        /* its innermost meaningful frame: "make_table (table.c)", "load (demo.py:12)" */
+	char **frames;        /* every frame, innermost first, as text */
+	size_t n_frames;
+};
+
+struct live_sample {
+	double time;          /* seconds since the start */
+	uint64_t charged, rss;
+};
+
+struct live_model {
+	unsigned seq;                  /* bumped by each new model */
+	char *command;                 /* the profiled command line */
+	pid_t pid;                     /* the main process */
+	int attach;                    /* 1 under attach: q detaches */
+	int processes;                 /* profiled processes running now */
+	double now;                    /* seconds since the start */
+	uint64_t charged, reserved, rss;     /* now, over the processes profiled */
+	uint64_t peak_charged, peak_rss;     /* the peak so far (the combined peak with -f) */
+	double peak_time;
+	struct live_sample *samples; size_t n_samples;       /* the main process's timeline, time ascending */
+	struct live_stack *now_stacks; size_t n_now;         /* the largest by charged bytes now, largest first */
+	struct live_stack *peak_stacks; size_t n_peak;       /* the same at the peak so far */
+};
+
+void live_model_free(struct live_model *m);
+
+/*
+ * The view as the tracer sees it: ptfil's main wires these to
+ * tools/live_ui.c, so that tracer/ does not depend on a terminal library.
+ */
+struct live_ui {
+	void (*publish)(struct live_model *m);
+	int (*quit)(void);
+	void (*stop)(void);
+};
+
+struct tracer;
+/* From the loop's timer: a new model about once a second; q seen, the view closed (and under attach, leave). */
+void live_tick(struct tracer *T);
+/* After the loop: the view closed before anything is printed. */
+void live_end(struct tracer *T);
+/* Frees what live_tick keeps (the frames' names). */
+void live_fin(struct tracer *T);
+
+/*
+ * The view, in tools/live_ui.c (ncurses, a thread of its own). live_ui_start
+ * takes the terminal (/dev/tty) and returns 0, or -1 after error() when
+ * there is none. live_ui_publish hands the view a new model (the view owns
+ * it from then on and frees the one it replaces). live_ui_quit says whether
+ * the user asked to end (q). live_ui_stop gives the terminal back as it was;
+ * it is safe to call twice, and from an atexit or fatal-error path.
+ */
+int live_ui_start(void);
+void live_ui_publish(struct live_model *m);
+int live_ui_quit(void);
+void live_ui_stop(void);
+
+#endif
