@@ -84,7 +84,17 @@ static int seize_new_threads(struct tracer *T, pid_t pid, int *status)
 			 * PTRACE_O_TRACECLONE), its first stop not seen yet: expect it.
 			 */
 			pid_t tracer = 0;
-			if (errno == EPERM && procfs_state(tid, &tracer) && tracer == getpid()) {
+			int seize_errno = errno;
+			char st = seize_errno == EPERM ? procfs_state(tid, &tracer) : 0;
+			/*
+			 * Such a thread may also have ended before its state could be
+			 * read: it was ours (nothing else traces a process ptfil has
+			 * seized threads of), and it is gone.
+			 */
+			if (seize_errno == EPERM && tid != pid && !st && T->n_threads > 0)
+				continue;
+			errno = seize_errno;
+			if (errno == EPERM && st && tracer == getpid()) {
 				if (!tracer_find(T, tid) && !tracer_add_thread(T, tid)) {
 					closedir(d);
 					*status = 1;
