@@ -197,7 +197,8 @@ static uint64_t scan_range(int fd, uint64_t start, uint64_t end, int skip_zero, 
 }
 
 
-static uint64_t read_range(struct resid *r, uint64_t start, uint64_t end)
+/* Bytes of [start, end) in pages whose pagemap entry has every bit of need, the zero page left out. */
+static uint64_t count_pages(struct resid *r, uint64_t start, uint64_t end, uint64_t need)
 {
 	uint64_t buf[4096];
 	uint64_t pages = 0;
@@ -209,7 +210,7 @@ static uint64_t read_range(struct resid *r, uint64_t start, uint64_t end)
 			break;
 		size_t k = (size_t)got / 8;
 		for (size_t i = 0; i < k; i++) {
-			if (!(buf[i] & PM_PRESENT))
+			if ((buf[i] & need) != need)
 				continue;
 			uint64_t pfn = buf[i] & PM_PFN_MASK;
 			/* Hidden frame numbers (no CAP_SYS_ADMIN) read as 0: then a zero page cannot be told apart. */
@@ -222,25 +223,17 @@ static uint64_t read_range(struct resid *r, uint64_t start, uint64_t end)
 	return pages * page_size;
 }
 
+static uint64_t read_range(struct resid *r, uint64_t start, uint64_t end)
+{
+	return count_pages(r, start, end, PM_PRESENT);
+}
+
 uint64_t resid_range_exclusive(struct resid *r, uint64_t start, uint64_t end)
 {
 	if (r->pagemap_fd < 0 || start >= end)
 		return 0;
 	r->scans++;
-	uint64_t buf[4096];
-	uint64_t pages = 0;
-	uint64_t first = start / page_size, last = end / page_size;
-	while (first < last) {
-		size_t n = last - first < 4096 ? last - first : 4096;
-		ssize_t got = pread(r->pagemap_fd, buf, n * 8, (off_t)(first * 8));
-		if (got <= 0)
-			break;
-		size_t k = (size_t)got / 8;
-		for (size_t i = 0; i < k; i++)
-			pages += (buf[i] & (PM_PRESENT | PM_EXCLUSIVE)) == (PM_PRESENT | PM_EXCLUSIVE);
-		first += k;
-	}
-	return pages * page_size;
+	return count_pages(r, start, end, PM_PRESENT | PM_EXCLUSIVE);
 }
 
 uint64_t resid_range(struct resid *r, uint64_t start, uint64_t end)
