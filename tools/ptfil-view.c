@@ -1,6 +1,7 @@
 /*
  * ptfil-view: reads a snapshot (or two, for a diff) and prints it as a
- * report, JSON, folded stacks, an SVG flame graph or an HTML page.
+ * report, JSON, folded stacks, an SVG flame graph, an HTML page or a pprof
+ * profile.
  */
 #include "tools/view.h"
 #include "tools/flame.h"
@@ -22,7 +23,7 @@
 
 #define EXIT_USAGE 2
 
-enum format { FMT_TEXT, FMT_JSON, FMT_FOLDED, FMT_SVG, FMT_HTML };
+enum format { FMT_TEXT, FMT_JSON, FMT_FOLDED, FMT_SVG, FMT_HTML, FMT_PPROF };
 
 static void usage(FILE *out)
 {
@@ -30,7 +31,7 @@ static void usage(FILE *out)
 		"Usage: ptfil-view [OPTIONS] SNAPSHOT\n"
 		"       ptfil-view --diff [OPTIONS] BEFORE AFTER\n"
 		"Show the peak-memory profile in a snapshot written by ptfil: a report, a flame\n"
-		"graph, an HTML page, folded stacks or JSON.\n"
+		"graph, an HTML page, folded stacks, JSON or a pprof profile.\n"
 		"\n"
 		"Output (the text report unless one of these is given):\n"
 		"  -j, --json         one JSON document (docs/json-output.md)\n"
@@ -38,11 +39,15 @@ static void usage(FILE *out)
 		"                     flamegraph.pl, inferno and speedscope\n"
 		"  -s, --svg          an interactive flame graph as one SVG file\n"
 		"  -H, --html         a self-contained HTML report: flame graph, timeline, tables\n"
-		"  -o, --output FILE  write to FILE instead of standard output\n"
+		"  -P, --pprof        every stack as a gzip-compressed pprof profile (for go tool\n"
+		"                     pprof, speedscope, Pyroscope, Parca): inuse_space (charged\n"
+		"                     bytes, the default), reserved_space and inuse_objects\n"
+		"  -o, --output FILE  write to FILE instead of standard output ('-': standard\n"
+		"                     output)\n"
 		"\n"
 		"What to show:\n"
 		"  -D, --diff         compare two snapshots: the stacks that grew or shrank\n"
-		"                     from BEFORE to AFTER\n"
+		"                     from BEFORE to AFTER (with --pprof: AFTER's profile)\n"
 		"  -L, --live         what was still live at the end of the run, instead of\n"
 		"                     the peak\n"
 		"  -p, --pid PID      one process of a followed run alone: the main process's\n"
@@ -219,6 +224,8 @@ static int render(FILE *out, enum format fmt, int diff, const struct snap *a, co
 		return view_text(out, a, o);
 	if (!diff && fmt == FMT_JSON)
 		return view_json(out, a, o);
+	if (fmt == FMT_PPROF)
+		return view_pprof(out, a, b, o);
 
 	struct flame f;
 	int rc = flame_build(&f, a, b, o->set);
@@ -229,6 +236,7 @@ static int render(FILE *out, enum format fmt, int diff, const struct snap *a, co
 		case FMT_FOLDED: rc = view_folded(out, a, b, &f, o); break;
 		case FMT_SVG: rc = view_svg(out, a, b, &f, o); break;
 		case FMT_HTML: rc = view_html(out, a, b, &f, o); break;
+		case FMT_PPROF: break;
 		}
 	}
 	flame_fin(&f);
@@ -242,6 +250,7 @@ int main(int argc, char **argv)
 		{ "folded", no_argument, NULL, 'F' },
 		{ "svg", no_argument, NULL, 's' },
 		{ "html", no_argument, NULL, 'H' },
+		{ "pprof", no_argument, NULL, 'P' },
 		{ "output", required_argument, NULL, 'o' },
 		{ "diff", no_argument, NULL, 'D' },
 		{ "live", no_argument, NULL, 'L' },
@@ -259,16 +268,17 @@ int main(int argc, char **argv)
 
 	error_set_progname("ptfil-view");
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, ":jFsHo:DLp:n:d:hV", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, ":jFsHPo:DLp:n:d:hV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'j': set_format(&fmt, FMT_JSON, "--json"); break;
 		case 'F': set_format(&fmt, FMT_FOLDED, "--folded"); break;
 		case 's': set_format(&fmt, FMT_SVG, "--svg"); break;
 		case 'H': set_format(&fmt, FMT_HTML, "--html"); break;
+		case 'P': set_format(&fmt, FMT_PPROF, "--pprof"); break;
 		case 'o':
 			if (!*optarg)
 				usage_error("%s", "--output needs a file name");
-			output = optarg;
+			output = strcmp(optarg, "-") ? optarg : NULL;
 			break;
 		case 'D': diff = 1; break;
 		case 'L': o.set = FLAME_LIVE; break;
@@ -309,9 +319,14 @@ int main(int argc, char **argv)
 				 : "unexpected argument '%s' (one SNAPSHOT only; --diff compares two)",
 			    argv[optind + want]);
 	if ((fmt == FMT_TEXT || fmt == FMT_JSON) && o.set == FLAME_LIVE && !diff)
-		usage_error("%s", "--live applies to --folded, --svg, --html and --diff (the report and JSON show what was live at the end)");
+		usage_error("%s", "--live applies to --folded, --svg, --html, --pprof and --diff (the report and JSON show what was live at the end)");
 	if (pid && diff)
 		usage_error("%s", "--pid cannot be combined with --diff");
+	if (fmt == FMT_PPROF && !output && isatty(STDOUT_FILENO)) {
+		fprintf(stderr, "%s: --pprof writes binary data: give --output FILE or redirect standard output\n",
+			error_progname());
+		return EXIT_USAGE;
+	}
 	o.name_a = argv[optind];
 	o.name_b = diff ? argv[optind + 1] : NULL;
 

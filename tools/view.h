@@ -56,6 +56,16 @@ int view_diff_text(FILE *out, const struct snap *a, const struct snap *b, const 
 int view_diff_json(FILE *out, const struct snap *a, const struct snap *b, const struct flame *f,
 		   const struct view_options *o);
 
+/*
+ * view_pprof: the stacks o->set names (the peak, the combined peak of a
+ * tree with each sample's pid and command as labels, or those live at the
+ * end) of b, or of a without b, as a gzip-compressed pprof profile
+ * (profile.proto) with the sample types inuse_objects, inuse_space (the
+ * default: charged bytes) and reserved_space. Same bytes for the same
+ * snapshot. Same return convention as view_text.
+ */
+int view_pprof(FILE *out, const struct snap *a, const struct snap *b, const struct view_options *o);
+
 /* "1.5 MiB", "12 B": binary units, one decimal, into buf of at least 32 bytes. */
 void view_format_size(char *buf, size_t size, uint64_t bytes);
 /* "750.0 ms", "1.50 s", "120 s". */
