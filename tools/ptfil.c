@@ -8,6 +8,7 @@
 #include "common/error.h"
 #include "common/snap.h"
 #include "tracer/kheap.h"
+#include "tracer/live.h"
 #include "tracer/tracer.h"
 
 #define DEFAULT_INTERVAL_MS 100
@@ -70,6 +71,10 @@ static void usage(FILE *f)
 		"                        malloc_usable_size says: up to 15 bytes more, 24 at\n"
 		"                        least). The kernel path always charges the size asked\n"
 		"                        for (or $PTFIL_EXACT_SIZES=1)\n"
+		"  -L, --live            a full-screen view on the terminal while ptfil traces:\n"
+		"                        memory now and at the peak, the timeline, the largest\n"
+		"                        stacks (p: now or at the peak; arrows and Enter: a\n"
+		"                        stack's frames; q: close it, and under attach detach)\n"
 		"  -q, --quiet           print nothing on stderr but errors\n"
 		"  -h, --help            show this help\n"
 		"  -V, --version         show the version\n"
@@ -164,6 +169,18 @@ static int parse_events(const char *s, const char *what, struct tracer_opts *o)
 	return 0;
 }
 
+/* --live: the view draws on the terminal (/dev/tty), whatever stdout and stderr are. */
+static const struct live_ui live_view = { live_ui_publish, live_ui_quit, live_ui_stop };
+
+static int start_live(struct tracer_opts *o)
+{
+	/* Only checked here: the view starts in the process that traces (under attach, a child of this one). */
+	if (live_ui_start())
+		return -1;
+	o->live = &live_view;
+	return 0;
+}
+
 /* launch and attach take the same options; --duration is attach's alone. */
 static int cmd_run(int argc, char **argv, int attach)
 {
@@ -179,11 +196,13 @@ static int cmd_run(int argc, char **argv, int attach)
 		{ "heap-events", required_argument, NULL, 'e' },
 		{ "exact-sizes", no_argument, NULL, 'x' },
 		{ "max-peak", required_argument, NULL, 'M' },
+		{ "live", no_argument, NULL, 'L' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct tracer_opts o;
+	int live = 0;
 	memset(&o, 0, sizeof(o));
 	o.interval_ms = DEFAULT_INTERVAL_MS;
 	const char *events = getenv("PTFIL_HEAP_EVENTS");
@@ -193,7 +212,7 @@ static int cmd_run(int argc, char **argv, int attach)
 	o.exact_sizes = exact && *exact && strcmp(exact, "0") != 0;
 	int c;
 	/* '+': stop at the program's name, so its own options stay its own. */
-	while ((c = getopt_long(argc, argv, "+o:i:l:e:xfmnd:M:qhV", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+o:i:l:e:xfmnd:M:LqhV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'o': o.output = optarg; break;
 		case 'i': o.interval_ms = parse_ms(optarg); break;
@@ -203,6 +222,7 @@ static int cmd_run(int argc, char **argv, int attach)
 		case 'm': o.no_heap = 1; break;
 		case 'n': o.native_frames = 1; break;
 		case 'x': o.exact_sizes = 1; break;
+		case 'L': live = 1; break;
 		case 'M':
 			if (attach) {
 				error("--max-peak is for launch: it sets ptfil's exit status once the program is done");
@@ -233,18 +253,21 @@ static int cmd_run(int argc, char **argv, int attach)
 		}
 		o.attach_pid = parse_pid(argv[optind]);
 		/* Before PID is touched: a bad -o found at the end would throw the whole run away. */
-		if (snap_output_check(o.output))
+		if (snap_output_check(o.output) || (live && start_live(&o)))
 			return 2;
-		return tracer_attach(&o);
+		int rc = tracer_attach(&o);
+		live_ui_stop();
+		return rc;
 	}
 	if (optind >= argc) {
 		error("launch needs a program to run: ptfil launch [OPTIONS] -- PROGRAM [ARGS...]");
 		return 2;
 	}
 	o.argv = argv + optind;
-	if (snap_output_check(o.output))
+	if (snap_output_check(o.output) || (live && start_live(&o)))
 		return 2;
 	int rc = tracer_launch(&o);
+	live_ui_stop();
 	return rc < 0 ? 1 : rc;
 }
 
