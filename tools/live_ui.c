@@ -55,6 +55,7 @@ struct view {
 	struct live_model *m;
 	int peak;                 /* p: the stacks at the peak instead of now */
 	size_t sel, top;          /* the selected row and the first row shown */
+	int chosen;               /* the user moved the selection: it follows its stack; else it stays on the top row */
 	enum ui_mode mode;
 	struct live_stack shown;  /* UI_FRAMES: a copy of the stack opened, kept if it leaves the list */
 	int shown_gone;           /* it is no longer among the stacks listed */
@@ -226,7 +227,8 @@ static void take_model(struct view *v, struct live_model *m)
 	const struct live_stack *l = list_of(v, &n);
 	struct live_stack *keep = NULL, tmp;
 	memset(&tmp, 0, sizeof(tmp));
-	if (v->sel < n && !shown_copy(&tmp, &l[v->sel]))
+	/* Until the user picks a row, the top row stays selected: the largest stack, whichever it is now. */
+	if (v->chosen && v->sel < n && !shown_copy(&tmp, &l[v->sel]))
 		keep = &tmp;
 	struct live_model *old = v->m;
 	v->m = m;
@@ -495,6 +497,7 @@ static void move_sel(struct view *v, long by)
 		return;
 	long to = (long)v->sel + by;
 	v->sel = to < 0 ? 0 : (size_t)to >= n ? n - 1 : (size_t)to;
+	v->chosen = v->sel != 0;
 }
 
 /* Returns 1 when the screen must be painted again from scratch. */
@@ -528,12 +531,13 @@ static int key(struct view *v, int c)
 	case 'p': case 'P':
 		v->peak = !v->peak;
 		v->sel = v->top = 0;
+		v->chosen = 0;
 		break;
 	case KEY_UP: case 'k': move_sel(v, -1); break;
 	case KEY_DOWN: case 'j': move_sel(v, 1); break;
 	case KEY_PPAGE: move_sel(v, -page); break;
 	case KEY_NPAGE: move_sel(v, page); break;
-	case KEY_HOME: case 'g': v->sel = 0; break;
+	case KEY_HOME: case 'g': v->sel = 0; v->chosen = 0; break;
 	case KEY_END: case 'G': move_sel(v, (long)n); break;
 	case '\n': case '\r': case KEY_ENTER: case KEY_RIGHT:
 		if (v->sel < n) {

@@ -246,7 +246,8 @@ static int add_stacks(struct tracer *T, struct snap *s, size_t *cap, const struc
 		struct proc *p = sl->p;
 		if (!p->profiled || p->tree_gen != gen)
 			return 0;
-		for (size_t j = 0; j < p->n_at_tree; j++) {
+		/* The ledger's arrays run past the stacks it has seen (they grow by steps): those are zero. */
+		for (size_t j = 0; j < p->n_at_tree && j < T->stacks.n_nodes; j++) {
 			char kind = j < p->ledger.n_stacks && p->ledger.kind[j] ? p->ledger.kind[j] : SNAP_KIND_MMAP;
 			if (add_stack(s, cap, map[j], kind, &p->at_tree[j], i))
 				return -1;
@@ -258,7 +259,7 @@ static int add_stacks(struct tracer *T, struct snap *s, size_t *cap, const struc
 	for (size_t j = 0; j < sl->q->n_charges; j++) {
 		const struct tree_charge *tc = &sl->q->charges[j];
 		struct ledger_charge c = { tc->charged, tc->reserved, tc->count };
-		if (add_stack(s, cap, map[tc->stack], tc->kind, &c, i))
+		if (tc->stack < T->stacks.n_nodes && add_stack(s, cap, map[tc->stack], tc->kind, &c, i))
 			return -1;
 	}
 	return 0;

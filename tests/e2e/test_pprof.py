@@ -27,7 +27,8 @@ sys.path.insert(0, os.path.dirname(__file__))
 from ptfiltest import MiB, SRCDIR, VIEW, functions, launch, main, target, view_json  # noqa: E402
 
 PYTHON = "/usr/bin/python3"
-NUMPY_DEMO = os.path.join(SRCDIR, "tests", "targets", "py", "numpy_demo.py")
+# As the interpreter names it: the path normalized (a build directory gives SRCDIR as BUILDDIR/..).
+NUMPY_DEMO = os.path.normpath(os.path.join(os.path.abspath(SRCDIR), "tests", "targets", "py", "numpy_demo.py"))
 GOLDEN = os.path.join(SRCDIR, "tests", "golden")
 REGRESS = os.path.join(SRCDIR, "tests", "fuzz", "regress")
 TIMEOUT = 300
