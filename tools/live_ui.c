@@ -24,6 +24,7 @@
 #include <term.h>
 
 #include "common/error.h"
+#include "common/units.h"
 #include "tracer/live.h"
 
 #define UI_TICK_MS 250       /* the longest wait between looks at the terminal's size and the flags */
@@ -68,23 +69,6 @@ static double mono_s(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-/* "1.5 MiB", "12 B": binary units, one decimal, as ptfil-view writes sizes. */
-static void fmt_size(char *buf, size_t size, uint64_t bytes)
-{
-	static const char *const units[] = { "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
-	if (bytes < 1024) {
-		snprintf(buf, size, "%llu B", (unsigned long long)bytes);
-		return;
-	}
-	double v = (double)bytes / 1024;
-	size_t u = 0;
-	while (u + 1 < sizeof(units) / sizeof(units[0]) && v >= 1023.95) {
-		v /= 1024;
-		u++;
-	}
-	snprintf(buf, size, "%.1f %s", v, units[u]);
 }
 
 static void fmt_share(char *buf, size_t size, uint64_t part, uint64_t whole)
@@ -329,9 +313,9 @@ static void draw_header(const struct view *v)
 	if (w > rl + 20)
 		mvaddstr(0, w - rl, right);
 	attroff(A_REVERSE);
-	fmt_size(now, sizeof(now), m->charged);
-	fmt_size(rss, sizeof(rss), m->rss);
-	fmt_size(peak, sizeof(peak), m->peak_charged);
+	units_size(now, sizeof(now), m->charged);
+	units_size(rss, sizeof(rss), m->rss);
+	units_size(peak, sizeof(peak), m->peak_charged);
 	char procs[32] = "";
 	if (m->processes != 1)
 		snprintf(procs, sizeof(procs), "; %d processes", m->processes);
@@ -346,7 +330,7 @@ static void draw_axis(const struct live_model *m, int y, int width)
 	for (size_t i = 0; i < m->n_samples; i++)
 		if (m->samples[i].charged > t)
 			t = m->samples[i].charged;
-	fmt_size(top, sizeof(top), t);
+	units_size(top, sizeof(top), t);
 	put(y, 0, width, "");
 	snprintf(buf, sizeof(buf), "0 s, top %s", top);
 	mvaddnstr(y, 0, buf, width);
@@ -407,7 +391,7 @@ static void draw_list(struct view *v, int y, int h)
 		}
 		const struct live_stack *s = &l[i];
 		char charged[32], share[16], where[600];
-		fmt_size(charged, sizeof(charged), s->charged);
+		units_size(charged, sizeof(charged), s->charged);
 		fmt_share(share, sizeof(share), s->charged, whole);
 		if (s->pid != m->pid)
 			snprintf(where, sizeof(where), "%s [pid %d]", s->summary ? s->summary : "?", (int)s->pid);
@@ -427,8 +411,8 @@ static void draw_frames(struct view *v, int y, int h)
 	const struct live_stack *s = &v->shown;
 	int w = v->cols;
 	char charged[32], reserved[32];
-	fmt_size(charged, sizeof(charged), s->charged);
-	fmt_size(reserved, sizeof(reserved), s->reserved);
+	units_size(charged, sizeof(charged), s->charged);
+	units_size(reserved, sizeof(reserved), s->reserved);
 	attron(A_BOLD);
 	putf(y, 0, w, "stack %s: %s charged, %s reserved, %llu live, %s, pid %d%s", v->peak ? "at the peak" : "now",
 	     charged, reserved, (unsigned long long)s->count, kind_name(s->kind), (int)s->pid,

@@ -1,6 +1,7 @@
 /* The text report of ptfil-view: what a person needs from a snapshot, on one screen. */
 #include "tools/view.h"
 #include "common/error.h"
+#include "common/units.h"
 #include "common/grow.h"
 #include "tools/flame.h"
 
@@ -300,19 +301,7 @@ const struct snap_stack **view_sort_stacks(const struct snap_stack *st, size_t n
 
 void view_format_size(char *buf, size_t size, uint64_t bytes)
 {
-	static const char *const units[] = { "KiB", "MiB", "GiB", "TiB", "PiB", "EiB" };
-	if (bytes < 1024) {
-		snprintf(buf, size, "%llu B", (unsigned long long)bytes);
-		return;
-	}
-	double v = (double)bytes / 1024;
-	size_t u = 0;
-	/* What "%.1f" would round up to 1024.0 goes to the next unit: 1.0 MiB, not 1024.0 KiB. */
-	while (u + 1 < sizeof(units) / sizeof(units[0]) && v >= 1023.95) {
-		v /= 1024;
-		u++;
-	}
-	snprintf(buf, size, "%.1f %s", v, units[u]);
+	units_size(buf, size, bytes);
 }
 
 void view_format_time(char *buf, size_t size, double t)
