@@ -25,7 +25,7 @@
 
 #include "common/error.h"
 #include "common/units.h"
-#include "tracer/live.h"
+#include "tracer/output/live.h"
 
 #define UI_TICK_MS 250       /* the longest wait between looks at the terminal's size and the flags */
 #define UI_REPAINT_S 1.0     /* the whole screen repainted at least this often */

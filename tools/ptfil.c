@@ -7,8 +7,8 @@
 
 #include "common/error.h"
 #include "common/snap.h"
-#include "tracer/kheap.h"
-#include "tracer/live.h"
+#include "tracer/kernel/kheap.h"
+#include "tracer/output/live.h"
 #include "tracer/tracer.h"
 
 #define DEFAULT_INTERVAL_MS 100

@@ -26,17 +26,17 @@
 #include "common/error.h"
 #include "common/snap.h"
 #include "symbols/maps.h"
-#include "tracer/core.h"
+#include "tracer/core/session.h"
 #include "tracer/detach.h"
-#include "tracer/export.h"
+#include "tracer/output/export.h"
 #include "tracer/follow.h"
-#include "tracer/live.h"
+#include "tracer/output/live.h"
 #include "tracer/loop.h"
-#include "tracer/procfs.h"
+#include "tracer/core/procfs.h"
 #include "tracer/refuse.h"
-#include "tracer/rescue.h"
+#include "tracer/core/rescue.h"
 #include "tracer/run.h"
-#include "tracer/sysc.h"
+#include "tracer/ptrace/mapcalls.h"
 
 #define ATTACH_TIMEOUT_S 10.0 /* for every thread to stop at the attach */
 #define ATTACH_OPTIONS (PTRACE_O_TRACESYSGOOD | PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK | \

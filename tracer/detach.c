@@ -11,14 +11,14 @@
 #include <sys/uio.h>
 
 #include "common/error.h"
-#include "tracer/core.h"
+#include "tracer/core/session.h"
 #include "tracer/detach.h"
-#include "tracer/kheap.h"
+#include "tracer/kernel/kheap.h"
 #include "tracer/follow.h"
 #include "tracer/loop.h"
-#include "tracer/remote.h"
-#include "tracer/rescue.h"
-#include "tracer/sysc.h"
+#include "tracer/core/remote.h"
+#include "tracer/core/rescue.h"
+#include "tracer/ptrace/mapcalls.h"
 
 #define LEAVE_ROUNDS 4
 #define LEAVE_TIMEOUT_S 5.0     /* for every thread to stop */

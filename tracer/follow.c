@@ -17,10 +17,10 @@
 #include "common/error.h"
 #include "common/snap.h"
 #include "symbols/maps.h"
-#include "tracer/core.h"
+#include "tracer/core/session.h"
 #include "tracer/follow.h"
-#include "tracer/kheap.h"
-#include "tracer/procfs.h"
+#include "tracer/kernel/kheap.h"
+#include "tracer/core/procfs.h"
 
 /*
  * Anonymous memory that is there already (at attach, or inherited at fork) is

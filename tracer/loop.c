@@ -21,18 +21,18 @@
 #include <unistd.h>
 
 #include "common/error.h"
-#include "tracer/calls.h"
-#include "tracer/capture.h"
-#include "tracer/core.h"
-#include "tracer/event.h"
+#include "tracer/ptrace/breakpoints.h"
+#include "tracer/stacks/capture.h"
+#include "tracer/core/session.h"
+#include "tracer/core/event.h"
 #include "tracer/follow.h"
-#include "tracer/kheap.h"
-#include "tracer/live.h"
+#include "tracer/kernel/kheap.h"
+#include "tracer/output/live.h"
 #include "tracer/loop.h"
-#include "tracer/procfs.h"
-#include "tracer/rescue.h"
+#include "tracer/core/procfs.h"
+#include "tracer/core/rescue.h"
 #include "tracer/run.h"
-#include "tracer/sysc.h"
+#include "tracer/ptrace/mapcalls.h"
 
 volatile sig_atomic_t loop_tick;
 volatile sig_atomic_t loop_forward[65];

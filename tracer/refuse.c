@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
-#include "tracer/procfs.h"
+#include "tracer/core/procfs.h"
 
 /* CAP_SYS_PTRACE of <linux/capability.h>: its bit in CapEff. */
 #define CAP_SYS_PTRACE_BIT 19

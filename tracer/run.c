@@ -12,9 +12,9 @@
 
 #include "common/error.h"
 #include "common/snap.h"
-#include "tracer/core.h"
-#include "tracer/export.h"
-#include "tracer/live.h"
+#include "tracer/core/session.h"
+#include "tracer/output/export.h"
+#include "tracer/output/live.h"
 #include "tracer/loop.h"
 #include "tracer/run.h"
 

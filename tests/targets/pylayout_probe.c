@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tracer/pylayout.h"
+#include "tracer/stacks/pylayout.h"
 
 static size_t unhex(const char *h, unsigned char *out, size_t max)
 {

@@ -10,7 +10,7 @@
 #include "tests/unit/suites.h"
 #include "tests/unit/testutil.h"
 #include "symbols/sym.h"
-#include "tracer/emu.h"
+#include "tracer/ptrace/emu.h"
 
 #define LIBC "/lib/x86_64-linux-gnu/libc.so.6"
 #define LDSO "/lib64/ld-linux-x86-64.so.2"

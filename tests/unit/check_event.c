@@ -8,7 +8,7 @@
 #include <sys/wait.h>
 
 #include "tests/unit/suites.h"
-#include "tracer/event.h"
+#include "tracer/core/event.h"
 
 /* A stop status: signal sig, ptrace event ev (0 for none), as waitpid reports it. */
 static int stopped(int sig, int ev)

@@ -4,8 +4,8 @@
 
 #include "common/snap.h"
 #include "tests/unit/suites.h"
-#include "tracer/heap.h"
-#include "tracer/ledger.h"
+#include "tracer/memory/heap.h"
+#include "tracer/memory/ledger.h"
 
 /* An assertion for hot loops: a passing ck_assert costs a message to the runner in fork mode, this costs nothing. */
 #define REQUIRE(cond, ...) do { if (!(cond)) ck_abort_msg(__VA_ARGS__); } while (0)

@@ -16,8 +16,8 @@
 #include "symbols/exits.h"
 #include "symbols/maps.h"
 #include "symbols/sym.h"
-#include "tracer/hooks.h"
-#include "tracer/modules.h"
+#include "tracer/ptrace/hooks.h"
+#include "tracer/stacks/modules.h"
 
 #define LIBC "/lib/x86_64-linux-gnu/libc.so.6"
 #define BASE 0x7f0000000000ULL

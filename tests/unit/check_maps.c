@@ -12,7 +12,7 @@
 #include "tests/unit/testutil.h"
 #include "common/error.h"
 #include "symbols/maps.h"
-#include "tracer/modules.h"
+#include "tracer/stacks/modules.h"
 
 /* Shaped like a real process: padded path column, a library in five mappings plus its bss, a gap, pseudo paths. */
 static const char sample[] =

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "tests/unit/suites.h"
-#include "tracer/pylayout.h"
+#include "tracer/stacks/pylayout.h"
 
 /* Where a table's sections start (byte positions), counted off CPython's headers for this test. */
 struct sections { uint16_t interp, ts, ts_native, frame, code, bytes, unicode; };

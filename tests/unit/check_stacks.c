@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "tests/unit/suites.h"
-#include "tracer/stacks.h"
+#include "tracer/stacks/stacks.h"
 
 /* An assertion for hot loops: a passing ck_assert costs a message to the runner in fork mode, this costs nothing. */
 #define REQUIRE(cond, ...) do { if (!(cond)) ck_abort_msg(__VA_ARGS__); } while (0)

@@ -1,0 +1,240 @@
+/*
+ * The kernel path's probes (docs/heap-events.md): the BPF programs the kernel
+ * runs at ptfil's uprobes on the malloc family of a traced process. They only
+ * write records into one ring buffer shared by every traced process, in the
+ * order the calls happened; ptfil keeps the ledger. Built for the BPF target
+ * by clang (Makefile.am) and embedded in ptfil. They touch no kernel
+ * structure except the registers the probe gives them, so they need neither
+ * BTF of the running kernel nor CO-RE.
+ */
+#include <linux/types.h>
+#include <linux/bpf.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+
+#include "tracer/kernel/kheap_rec.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* The user registers at a uprobe, as the kernel saves them on x86-64. */
+struct pt_regs {
+	unsigned long r15, r14, r13, r12, bp, bx, r11, r10, r9, r8, ax, cx, dx, si, di, orig_ax;
+	unsigned long ip, cs, flags, sp, ss;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 26);   /* sized by ptfil before loading */
+} ring SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, KH_NCOUNTERS);
+	__type(key, __u32);
+	__type(value, __u64);
+} counters SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct kh_config);
+} config SEC(".maps");
+
+/* posix_memalign's first argument, per thread, from its entry to its return (where the block is stored). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, __u64);
+} memptr SEC(".maps");
+
+static __always_inline void count(__u32 i)
+{
+	__u64 *c = bpf_map_lookup_elem(&counters, &i);
+	if (c)
+		(*c)++;
+}
+
+/*
+ * Before each record: past the stop mark the calling thread is sent a signal
+ * (SIGSTOP, or SIGURG where the program ignores it), which stops it in
+ * ptrace's signal-delivery-stop (suppressed by ptfil once it has drained)
+ * before it runs another instruction, so that each thread writes at most one
+ * record past the mark. The submit flags: ptfil is woken
+ * only past the wake mark, not at every record.
+ */
+static __always_inline __u64 pressure(void)
+{
+	__u32 zero = 0;
+	struct kh_config *c = bpf_map_lookup_elem(&config, &zero);
+	__u64 unread = bpf_ringbuf_query(&ring, BPF_RB_AVAIL_DATA);
+	if (!c)
+		return 0;
+	if (c->stop_bytes && unread >= c->stop_bytes) {
+		bpf_send_signal_thread((__u32)c->stop_signal);
+		count(KH_C_STOPS);
+	}
+	return unread >= c->wake_bytes ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+}
+
+static __always_inline void head(struct pt_regs *ctx, struct kh_rec *r, __u32 kind, __u64 a0, __u64 a1, __u64 a2)
+{
+	__u64 id = bpf_get_current_pid_tgid();
+	r->kind = kind;
+	r->tid = (__u32)id;
+	r->tgid = (__u32)(id >> 32);
+	r->fn = (__u32)bpf_get_attach_cookie(ctx);
+	r->a[0] = a0;
+	r->a[1] = a1;
+	r->a[2] = a2;
+}
+
+/*
+ * Per thread, an address up to which its stack is known to be readable (its
+ * top, to within 128 bytes): a read that crosses the end of the stack
+ * mapping fails as a whole, so a thread near the top of its stack (the main
+ * thread in main) would fault at every call without it.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, __u64);
+} stacktop SEC(".maps");
+
+/* The user stack from sp up, as much of KH_STACK as is mapped. */
+static __always_inline __u64 copy_stack(unsigned char *dst, __u64 sp, __u32 tid)
+{
+	__u64 *known = bpf_map_lookup_elem(&stacktop, &tid);
+	if (known && *known > sp && *known - sp < KH_STACK) {
+		__u64 n = (*known - sp) & (KH_STACK - 1);
+		if (n && !bpf_probe_read_user(dst, n, (void *)sp))
+			return n;
+	}
+	if (!bpf_probe_read_user(dst, KH_STACK, (void *)sp))
+		return KH_STACK;
+	/* Shorter: found by halving (6 reads, once per thread), then remembered. */
+	count(KH_C_SHORT_STACK);
+	__u64 lo = 0, hi = KH_STACK;
+#pragma unroll
+	for (int i = 0; i < 6; i++) {
+		__u64 mid = ((lo + hi) / 2) & (KH_STACK - 8);
+		if (mid && !bpf_probe_read_user(dst, mid, (void *)sp))
+			lo = mid;
+		else
+			hi = mid;
+	}
+	lo &= KH_STACK - 8;
+	if (!lo || bpf_probe_read_user(dst, lo, (void *)sp))
+		return 0;
+	__u64 top = sp + lo;
+	bpf_map_update_elem(&stacktop, &tid, &top, BPF_ANY);
+	return lo;
+}
+
+/*
+ * The calling thread's signal stack, read from the kernel's task (its field
+ * offsets relocated from the running kernel's BTF by libbpf): whether it lies
+ * above the stack pointer sp, where a handler's probed call would make the
+ * kernel drop the return probe of a call in flight below it.
+ */
+struct task_struct___kh {
+	unsigned long sas_ss_sp;
+	unsigned long sas_ss_size;
+} __attribute__((preserve_access_index));
+
+static __always_inline int altstack_above(__u64 sp)
+{
+	struct task_struct___kh *task = (void *)bpf_get_current_task();
+	unsigned long base = BPF_CORE_READ(task, sas_ss_sp);
+	unsigned long size = BPF_CORE_READ(task, sas_ss_size);
+	return size && base > sp;
+}
+
+/* An allocating function entered: its arguments, its registers and its stack, for ptfil to unwind. */
+SEC("uprobe")
+int kh_entry(struct pt_regs *ctx)
+{
+	__u64 flags = pressure();
+	struct kh_entry *r = bpf_ringbuf_reserve(&ring, sizeof(*r), 0);
+	if (!r) {
+		count(KH_C_LOST);
+		return 0;
+	}
+	head(ctx, &r->h, KH_ENTRY, ctx->di, ctx->si, ctx->dx);
+	r->regs[KH_RIP] = ctx->ip;
+	r->regs[KH_RSP] = ctx->sp;
+	r->regs[KH_RBP] = ctx->bp;
+	r->regs[KH_RBX] = ctx->bx;
+	r->regs[KH_R12] = ctx->r12;
+	r->regs[KH_R13] = ctx->r13;
+	r->regs[KH_R14] = ctx->r14;
+	r->regs[KH_R15] = ctx->r15;
+	r->regs[KH_RAX] = ctx->ax;
+	r->regs[KH_RCX] = ctx->cx;
+	r->regs[KH_RDX] = ctx->dx;
+	r->regs[KH_RSI] = ctx->si;
+	r->regs[KH_RDI] = ctx->di;
+	r->regs[KH_R8] = ctx->r8;
+	r->regs[KH_R9] = ctx->r9;
+	r->regs[KH_R10] = ctx->r10;
+	r->regs[KH_R11] = ctx->r11;
+	r->stack_len = copy_stack(r->stack, ctx->sp, r->h.tid);
+	if (altstack_above(ctx->sp)) {
+		/* Stopped before it runs on, until ptfil has moved its process to breakpoints. */
+		__u32 zero = 0;
+		struct kh_config *c = bpf_map_lookup_elem(&config, &zero);
+		r->h.kind |= KH_ALTSTACK;
+		if (c)
+			bpf_send_signal_thread((__u32)c->stop_signal);
+	}
+	if (r->h.fn == KH_FN_POSIX_MEMALIGN) {
+		__u32 tid = r->h.tid;
+		__u64 where = ctx->di;
+		bpf_map_update_elem(&memptr, &tid, &where, BPF_ANY);
+	}
+	bpf_ringbuf_submit(r, flags);
+	return 0;
+}
+
+static __always_inline int small(struct pt_regs *ctx, __u32 kind, __u64 a0)
+{
+	__u64 flags = pressure();
+	struct kh_rec *r = bpf_ringbuf_reserve(&ring, sizeof(*r), 0);
+	if (!r) {
+		count(KH_C_LOST);
+		return 0;
+	}
+	head(ctx, r, kind, a0, ctx->sp, 0);
+	if (kind == KH_FREE)
+		bpf_probe_read_user(&r->a[2], sizeof(r->a[2]), (void *)ctx->sp);
+	if (kind == KH_RETURN && r->fn == KH_FN_POSIX_MEMALIGN) {
+		/* The block as stored now: the program may store another there before ptfil reads it. */
+		__u32 tid = r->tid;
+		__u64 *where = bpf_map_lookup_elem(&memptr, &tid);
+		__u64 block = 0;
+		if (where && !bpf_probe_read_user(&block, sizeof(block), (void *)*where)) {
+			r->a[2] = block;
+			r->kind |= KH_STORED;
+		}
+		if (where)
+			bpf_map_delete_elem(&memptr, &tid);
+	}
+	bpf_ringbuf_submit(r, flags);
+	return 0;
+}
+
+/* An allocating function returned (a uretprobe): its result. */
+SEC("uretprobe")
+int kh_return(struct pt_regs *ctx)
+{
+	return small(ctx, KH_RETURN, ctx->ax);
+}
+
+/* free entered: the pointer, and its return address (a tail call from an allocating call returns through a uretprobe's). */
+SEC("uprobe")
+int kh_free(struct pt_regs *ctx)
+{
+	return small(ctx, KH_FREE, ctx->di);
+}

@@ -1,0 +1,609 @@
+/*
+ * Heap events through the kernel (tracer/kheap.h): choosing the path, the
+ * probes of each process, and the records applied to the ledger in the order
+ * the program made the calls.
+ */
+#include "tracer/kernel/kheap.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/ptrace.h>
+#include <sys/signalfd.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/error.h"
+#include "common/grow.h"
+#include "symbols/maps.h"
+#include "symbols/sym.h"
+#include "tracer/ptrace/breakpoints.h"
+#include "tracer/stacks/capture.h"
+#include "tracer/core/session.h"
+#include "tracer/kernel/kheap_rec.h"
+#include "tracer/core/procfs.h"
+#include "tracer/core/remote.h"
+#ifdef HAVE_BPF
+#include "tracer/kernel/uprobes.h"
+#endif
+
+_Static_assert(KH_FN_POSIX_MEMALIGN == HOOK_POSIX_MEMALIGN, "kheap_rec.h and hooks.h disagree");
+
+int kheap_parse(const char *s, enum heap_events *out)
+{
+	static const char *const names[] = { "auto", "uprobe", "ptrace" };
+	for (int i = 0; i < 3; i++)
+		if (!strcmp(s, names[i])) {
+			*out = (enum heap_events)i;
+			return 0;
+		}
+	return -1;
+}
+
+#ifdef HAVE_BPF
+
+struct kheap {
+	struct kprobes kp;
+	int sigfd, epfd;
+	sigset_t old_mask;
+	int blocked;
+	size_t marked_threads;   /* the thread count the stop mark was set for */
+	int stop_signal;         /* what the programs send past the stop mark (kheap_start) */
+};
+
+/* The one tracer of this process, for the probe callback hooks.c calls with a process. */
+static struct tracer *tracer_of_probes;
+
+/* The ring's size: PTFIL_RING_KIB, a power of two of at least 64 KiB, else 64 MiB. */
+static size_t ring_bytes(void)
+{
+	const char *s = getenv("PTFIL_RING_KIB");
+	if (!s || !*s)
+		return KPROBES_DEFAULT_RING;
+	char *end;
+	unsigned long long kib = strtoull(s, &end, 10);
+	size_t b = (size_t)kib << 10;
+	if (*end || kib == 0 || kib > (1ull << 30) || (b & (b - 1)) || b < KPROBES_MIN_RING) {
+		warning("PTFIL_RING_KIB=%s is not a power of two of at least 64; using %u", s, KPROBES_DEFAULT_RING >> 10);
+		return KPROBES_DEFAULT_RING;
+	}
+	return b;
+}
+
+static int open_kernel_path(struct tracer *T, char *why, size_t whylen)
+{
+	struct kheap *k = calloc(1, sizeof(*k));
+	if (!k) {
+		snprintf(why, whylen, "out of memory");
+		return -1;
+	}
+	if (kprobes_open(&k->kp, ring_bytes(), why, whylen)) {
+		free(k);
+		return -1;
+	}
+	k->sigfd = k->epfd = -1;
+	T->kh = k;
+	tracer_of_probes = T;
+	return 0;
+}
+
+#else
+
+struct kheap {
+	int unused;
+};
+
+static int open_kernel_path(struct tracer *T, char *why, size_t whylen)
+{
+	(void)T;
+	snprintf(why, whylen, "ptfil was built without BPF (configure found no clang or libbpf-dev)");
+	return -1;
+}
+
+#endif
+
+int kheap_on(const struct tracer *T)
+{
+	return T->kh != NULL;
+}
+
+int kheap_choose(struct tracer *T)
+{
+	enum heap_events mode = (enum heap_events)T->opts.heap_events;
+	/* --mappings-only: no malloc family to see on either path. */
+	if (mode == HEAP_EVENTS_PTRACE || T->opts.no_heap)
+		return 0;
+	char why[512];
+	if (open_kernel_path(T, why, sizeof(why)) == 0)
+		return 0;
+	if (mode == HEAP_EVENTS_UPROBE)
+		return error("cannot use kernel uprobes for heap events: %s; --heap-events=ptrace works without them", why);
+	if (!T->opts.quiet)
+		fprintf(stderr, "%s: heap events through ptrace: %s\n", error_progname(), why);
+	return 0;
+}
+
+#ifdef HAVE_BPF
+
+static void set_marks(struct tracer *T);
+
+int kheap_start(struct tracer *T)
+{
+	struct kheap *k = T->kh;
+	if (!k || k->epfd >= 0)
+		return 0;
+	/*
+	 * The back-pressure signal. A launched program dies with ptfil
+	 * (PTRACE_O_EXITKILL), so SIGSTOP, which nothing can block or catch. An
+	 * attached one outlives ptfil, killed or not, and a SIGSTOP sent just
+	 * before would then stop it for good: SIGURG instead where the program
+	 * leaves it to its default (ignored), which under ptrace is still
+	 * reported, and untraced is dropped.
+	 */
+	k->stop_signal = T->attach && procfs_signal(T->main_pid, "SigCgt", SIGURG) == 0 ? SIGURG : SIGSTOP;
+	k->marked_threads = (size_t)-1;
+	/* SIGCHLD through a signalfd, so that one wait covers ptrace stops and the ring. */
+	sigset_t chld;
+	sigemptyset(&chld);
+	sigaddset(&chld, SIGCHLD);
+	if (sigprocmask(SIG_BLOCK, &chld, &k->old_mask))
+		return error_errno("cannot block SIGCHLD");
+	k->blocked = 1;
+	k->sigfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
+	k->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (k->sigfd < 0 || k->epfd < 0)
+		return error_errno("cannot wait on the ring buffer");
+	/* The ring wakes ptfil only past its wake mark (edge-triggered: not for every record). */
+	struct epoll_event ring = { .events = EPOLLIN | EPOLLET, .data.u32 = 1 };
+	struct epoll_event sig = { .events = EPOLLIN, .data.u32 = 0 };
+	if (epoll_ctl(k->epfd, EPOLL_CTL_ADD, k->kp.ring_fd, &ring) || epoll_ctl(k->epfd, EPOLL_CTL_ADD, k->sigfd, &sig))
+		return error_errno("cannot wait on the ring buffer");
+	set_marks(T);
+	return 0;
+}
+
+int kheap_wait(struct tracer *T, int timeout_ms)
+{
+	struct kheap *k = T->kh;
+	struct epoll_event ev[2];
+	int n = epoll_wait(k->epfd, ev, 2, timeout_ms);
+	if (n < 0)
+		return -1;
+	for (int i = 0; i < n; i++)
+		if (ev[i].data.u32 == 0) {
+			struct signalfd_siginfo si[16];
+			while (read(k->sigfd, si, sizeof(si)) > 0) {
+			}
+		}
+	return 0;
+}
+
+/*
+ * The stop mark: each thread can write one record past it before its SIGSTOP
+ * stops it, so the ring must hold that many more. The programs are told again
+ * when the number of threads changes.
+ */
+static void set_marks(struct tracer *T)
+{
+	struct kheap *k = T->kh;
+	if (k->marked_threads == T->n_threads)
+		return;
+	k->marked_threads = T->n_threads;
+	uint64_t ring = k->kp.ring_size, room = (uint64_t)(T->n_threads + 4) * (sizeof(struct kh_entry) + 16);
+	uint64_t stop = ring > 2 * room ? ring - room : ring / 4;
+	if (kprobes_config(&k->kp, stop, ring / 8, k->stop_signal))
+		warning("cannot set the ring buffer's marks: %s", strerror(errno));
+}
+
+static void to_regs(const struct kh_entry *e, struct user_regs_struct *r)
+{
+	memset(r, 0, sizeof(*r));
+	r->rip = e->regs[KH_RIP];
+	r->rsp = e->regs[KH_RSP];
+	r->rbp = e->regs[KH_RBP];
+	r->rbx = e->regs[KH_RBX];
+	r->r12 = e->regs[KH_R12];
+	r->r13 = e->regs[KH_R13];
+	r->r14 = e->regs[KH_R14];
+	r->r15 = e->regs[KH_R15];
+	r->rax = e->regs[KH_RAX];
+	r->rcx = e->regs[KH_RCX];
+	r->rdx = e->regs[KH_RDX];
+	r->rsi = e->regs[KH_RSI];
+	r->rdi = e->regs[KH_RDI];
+	r->r8 = e->regs[KH_R8];
+	r->r9 = e->regs[KH_R9];
+	r->r10 = e->regs[KH_R10];
+	r->r11 = e->regs[KH_R11];
+}
+
+/*
+ * Whether thread t's allocating call in progress is still there when a call
+ * at stack pointer sp begins, whose return address is ret: a call from inside
+ * it runs below its entry stack pointer. At that same stack pointer, a
+ * function it jumped to in its place (reallocarray's tail call of realloc)
+ * returns where it would have, through the kernel's return trampoline, which
+ * lies in no module; a new call from the program (the outer one was left by
+ * siglongjmp) returns into the program. Above it, the call was left too.
+ */
+static int inside_call(struct tracee *t, uint64_t sp, uint64_t ret)
+{
+	if (t->kin_call && (sp > t->call.rsp || (sp == t->call.rsp && modmap_find(&t->p->mm, ret))))
+		t->kin_call = 0;
+	return t->kin_call;
+}
+
+static void on_entry(struct tracer *T, struct tracee *t, const struct kh_entry *e, size_t len)
+{
+	struct proc *p = t->p;
+	if (len < offsetof(struct kh_entry, stack) || e->stack_len > len - offsetof(struct kh_entry, stack))
+		return;
+	uint64_t ret = 0;
+	if (e->stack_len >= sizeof(ret))
+		memcpy(&ret, e->stack, sizeof(ret));
+	if (inside_call(t, e->regs[KH_RSP], ret)) {
+		/* realloc calling malloc, say: the outer call counts, as on the ptrace path. */
+		T->nested_calls++, t->p->counts.nested_calls++;
+		return;
+	}
+	t->kin_call = 1;
+	t->call.fn = (enum hook_fn)e->h.fn;
+	t->call.args[0] = e->h.a[0];
+	t->call.args[1] = e->h.a[1];
+	t->call.args[2] = e->h.a[2];
+	t->call.rsp = e->regs[KH_RSP];
+	t->call.stored_known = 0;
+	if ((t->call.fn == HOOK_REALLOC || t->call.fn == HOOK_REALLOCARRAY) && e->h.a[0])
+		calls_before_free(T, p, e->h.a[0]);
+	struct user_regs_struct regs;
+	to_regs(e, &regs);
+	uint64_t late = T->unw.late_copies;
+	t->call.stack = capture_copied(T, t, &regs, e->stack, (size_t)e->stack_len);
+	T->kstats.late_copies += T->unw.late_copies != late;
+}
+
+static void on_return(struct tracer *T, struct tracee *t, const struct kh_rec *r)
+{
+	/* Its stack pointer is past the entry's once the outer call returned; a nested one's is below. */
+	if (!t->kin_call || r->a[1] <= t->call.rsp)
+		return;
+	t->kin_call = 0;
+	if (r->kind & KH_STORED) {
+		t->call.stored = r->a[2];
+		t->call.stored_known = 1;
+	}
+	calls_record(T, t->p, t, r->a[0]);
+}
+
+static void on_free(struct tracer *T, struct tracee *t, const struct kh_rec *r)
+{
+	if (inside_call(t, r->a[1], r->a[2])) {
+		T->nested_calls++, t->p->counts.nested_calls++;
+		return;
+	}
+	if (r->a[0]) {
+		calls_before_free(T, t->p, r->a[0]);
+		heap_free(&t->p->heap, r->a[0]);
+	}
+}
+
+static void on_record(void *ctx, const void *rec, size_t len)
+{
+	struct tracer *T = ctx;
+	const struct kh_rec *r = rec;
+	if (len < sizeof(*r))
+		return;
+	struct tracee *t = tracer_find(T, (pid_t)r->tid);
+	if (!t || t->p->pid != (pid_t)r->tgid) {
+		T->kstats.unknown_thread++;
+		return;
+	}
+	if (!t->p->profiled || !t->p->ready)
+		return;
+	t->p->krecords++;
+	/* A thread on a signal stack above its stack: its process leaves at its next stop (kheap_leave_pending). */
+	if (r->kind & KH_ALTSTACK)
+		t->p->kleave = 1;
+	switch (KH_KIND(r->kind)) {
+	case KH_ENTRY:
+		on_entry(T, t, rec, len);
+		break;
+	case KH_RETURN:
+		on_return(T, t, r);
+		break;
+	case KH_FREE:
+		on_free(T, t, r);
+		break;
+	}
+}
+
+void kheap_drain(struct tracer *T)
+{
+	struct kheap *k = T->kh;
+	if (!k)
+		return;
+	set_marks(T);
+	/* Records written while the last ones were applied are read too, up to a bound (the caller comes back). */
+	for (int round = 0; round < 4 && kprobes_drain(&k->kp, on_record, T); round++) {
+	}
+}
+
+int kheap_owns_stop(struct tracer *T, struct tracee *t, int status)
+{
+	siginfo_t si;
+	if (!T->kh || WSTOPSIG(status) != T->kh->stop_signal || ptrace(PTRACE_GETSIGINFO, t->tid, 0, &si) ||
+	    si.si_code != SI_KERNEL)
+		return 0;
+	return 1;
+}
+
+/* The Python interpreters' frames are read at the event: they stay on the ptrace path. */
+static int runs_python(struct tracer *T, struct proc *p)
+{
+	for (size_t i = 0; i < p->mm.n; i++) {
+		const struct modreg_entry *e = &T->reg.v[p->mm.v[i].gid];
+		uint64_t off;
+		if (e->sym && !e->copy && sym_dynamic_data(e->sym, "_PyRuntime", &off) == 0)
+			return 1;
+	}
+	return 0;
+}
+
+static int add_links(struct proc *p, const int *fds, size_t n)
+{
+	if (grow_array(&p->klinks, &p->cap_klinks, p->n_klinks + n, sizeof(*p->klinks), 8))
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		if (fds[i] >= 0)
+			p->klinks[p->n_klinks++] = fds[i];
+	return 0;
+}
+
+/* Whether the kernel runs the instruction at code itself at a probe hit (x86: a push or a branch), not single-stepped. */
+static int kernel_emulates(const uint8_t *c)
+{
+	return (c[0] >= 0x50 && c[0] <= 0x57) || (c[0] == 0x41 && c[1] >= 0x50 && c[1] <= 0x57) ||
+	       c[0] == 0xeb || c[0] == 0xe9 || c[0] == 0xe8 || (c[0] >= 0x70 && c[0] <= 0x7f) ||
+	       (c[0] == 0x0f && c[1] >= 0x80 && c[1] <= 0x8f);
+}
+
+/*
+ * Where in a function to put its probe: its first instruction, unless the
+ * kernel would have to single-step it (several times the cost of a hit) and
+ * the next one is a push or a branch that it runs itself while the first only
+ * sets flags (glibc's free starts with test rdi,rdi; je). Arguments, stack
+ * pointer and return address are the same there. Returns the bytes to skip.
+ */
+static uint64_t probe_offset(pid_t pid, uint64_t addr)
+{
+	uint8_t code[32];
+	struct emu_insn in;
+	if (remote_read(pid, addr, code, sizeof(code)) || kernel_emulates(code) || emu_decode(code, 16, &in))
+		return 0;
+	switch (in.op) {
+	case EMU_NOP:
+	case EMU_TEST_RR:
+	case EMU_CMP_RI:
+	case EMU_CMPB_RIP:
+	case EMU_CMP_RIP:
+		return kernel_emulates(code + in.len) ? in.len : 0;
+	default:
+		return 0;
+	}
+}
+
+/* hooks_probe_fn: the kernel probes module e's malloc family in process ctx. */
+static int probe_module(void *ctx, const struct modreg_entry *e, const struct hooks_site *sites, size_t n)
+{
+	struct proc *p = ctx;
+	struct tracer *T = tracer_of_probes;
+	if (!T || !T->kh)
+		return -1;
+	if (!p->kpath_checked) {
+		p->kpath_checked = 1;
+		/*
+		 * The kernel installs a process's probes through its main thread's
+		 * address space: once that thread has exited (a zombie leader),
+		 * none would go in.
+		 */
+		pid_t tracer = 0;
+		char st = procfs_state(p->pid, &tracer);
+		if (st == 'Z' || st == 'X') {
+			p->hooks.probe = NULL;
+			return 1;
+		}
+		if (runs_python(T, p)) {
+			p->hooks.probe = NULL;
+			if (p->pid == T->main_pid && T->opts.heap_events == HEAP_EVENTS_UPROBE && !T->opts.quiet)
+				fprintf(stderr, "%s: process %d runs Python, whose frames are read at each call: "
+					"its heap events go through ptrace\n", error_progname(), (int)p->pid);
+			return 1;
+		}
+	}
+	struct maps maps;
+	if (proc_maps_read(p->pid, &maps))
+		return -1;
+	struct kprobe_site ks[HOOK__COUNT];
+	const struct maps_entry *where = NULL;
+	int rc = -1;
+	for (size_t i = 0; i < n && i < HOOK__COUNT; i++) {
+		const struct maps_entry *m = maps_find(&maps, sites[i].addr);
+		if (!m || m->inode != e->inode || !(m->perms & MAPS_X))
+			goto out;
+		where = m;
+		uint64_t skip = probe_offset(p->pid, sites[i].addr);
+		if (sites[i].addr + skip >= m->end)
+			skip = 0;
+		ks[i].offset = sites[i].addr + skip - m->start + m->offset;
+		ks[i].fn = sites[i].fn;
+		ks[i].is_free = sites[i].fn == HOOK_FREE;
+	}
+	/* The file as the kernel can open it: the mapping itself, else the path in the process's root. */
+	char path[2][4200];
+	snprintf(path[0], sizeof(path[0]), "/proc/%d/map_files/%llx-%llx", (int)p->pid,
+		 (unsigned long long)where->start, (unsigned long long)where->end);
+	snprintf(path[1], sizeof(path[1]), "/proc/%d/root%s", (int)p->pid, e->path);
+	for (int k = 0; k < 2 && rc; k++) {
+		int fds[3];
+		if (kprobes_attach(&T->kh->kp, p->pid, path[k], ks, n, fds) == 0) {
+			if (add_links(p, fds, 3)) {
+				kprobes_detach(fds, 3);
+				break;
+			}
+			rc = 0;
+		}
+	}
+	if (rc == 0)
+		p->kpath_used = 1;
+out:
+	maps_fin(&maps);
+	return rc;
+}
+
+void kheap_proc_setup(struct tracer *T, struct proc *p)
+{
+	if (!T->kh)
+		return;
+	p->hooks.probe = probe_module;
+	p->hooks.probe_ctx = p;
+	p->kpath_checked = 0;
+	p->kpath_used = 0;
+}
+
+/*
+ * Process p (thread t stopped) leaves the kernel path for breakpoints: every
+ * record so far applied, its probes out (calls in flight return normally:
+ * the kernel keeps their return addresses), then breakpoints. A call in
+ * flight now is not seen to return: its block is not charged.
+ */
+static void leave_kernel_path(struct tracer *T, struct tracee *t)
+{
+	struct proc *p = t->p;
+	p->kleave = 0;
+	kheap_drain(T);
+	kheap_proc_release(p);
+	kheap_drain(T);
+	p->kleave = 0;
+	p->hooks.probe = NULL;
+	p->kpath_used = 0;
+	for (size_t h = 0; h < TRACER_HASH; h++)
+		for (struct tracee *o = T->threads[h]; o; o = o->hnext)
+			if (o->p == p)
+				o->kin_call = 0;
+	p->hooks.n_scanned = 0;
+	if (hooks_scan(&p->hooks, t->tid, &p->mm, &T->reg))
+		warning("process %d: some malloc-family hooks are missing", (int)p->pid);
+	if (!T->opts.quiet)
+		fprintf(stderr, "%s: process %d has a signal stack above its stack, where kernel uprobes cannot return: "
+			"its heap events go through ptrace from now on\n", error_progname(), (int)p->pid);
+}
+
+void kheap_sigaltstack(struct tracer *T, struct tracee *t, uint64_t ss, uint64_t sp)
+{
+	struct proc *p = t->p;
+	stack_t st;
+	if (!T->kh || !p->kpath_used || !ss || remote_read(t->tid, ss, &st, sizeof(st)) ||
+	    (st.ss_flags & SS_DISABLE) || (uint64_t)(uintptr_t)st.ss_sp <= sp)
+		return;
+	leave_kernel_path(T, t);
+}
+
+void kheap_leave_pending(struct tracer *T, struct tracee *t)
+{
+	if (T->kh && t && t->p->kleave && t->p->kpath_used)
+		leave_kernel_path(T, t);
+}
+
+void kheap_proc_release(struct proc *p)
+{
+	if (p->n_klinks)
+		kprobes_detach(p->klinks, p->n_klinks);
+	p->n_klinks = 0;
+}
+
+void kheap_refresh_stats(struct tracer *T)
+{
+	struct kheap *k = T->kh;
+	if (!k)
+		return;
+	uint64_t c[KH_NCOUNTERS];
+	kprobes_counters(&k->kp, c);
+	T->kstats.lost = c[KH_C_LOST];
+	T->kstats.short_stacks = c[KH_C_SHORT_STACK];
+	T->kstats.waits = k->kp.waits;
+}
+
+/* Every record applied, every process's probes out, and what they wrote meanwhile applied too. */
+static void release_all(struct tracer *T)
+{
+	kheap_drain(T);
+	for (struct proc *p = T->procs; p; p = p->next)
+		kheap_proc_release(p);
+	kheap_drain(T);
+}
+
+int kheap_leave(struct tracer *T)
+{
+	struct kheap *k = T->kh;
+	if (!k)
+		return 0;
+	release_all(T);
+	int n = 0;
+	for (size_t h = 0; h < TRACER_HASH; h++)
+		for (struct tracee *t = T->threads[h]; t; t = t->hnext)
+			/*
+			 * Not one held in a group-stop (kill -STOP): it must stay stopped,
+			 * and the SIGCONT that ends it discards a queued SIGSTOP (a SIGURG
+			 * is ignored).
+			 */
+			if (t->parked && !t->exiting && !t->group_stop &&
+			    procfs_signal(t->tid, "SigPnd", k->stop_signal) == 1 &&
+			    ptrace(PTRACE_CONT, t->tid, 0, 0) == 0) {
+				t->parked = 0;
+				n++;
+			}
+	return n;
+}
+
+void kheap_end(struct tracer *T)
+{
+	struct kheap *k = T->kh;
+	if (!k)
+		return;
+	release_all(T);
+	kheap_refresh_stats(T);
+	if (T->kstats.lost)
+		warning("%llu heap event records did not fit in the ring buffer: the heap figures are not exact "
+			"(a larger PTFIL_RING_KIB keeps them)", (unsigned long long)T->kstats.lost);
+	if (k->sigfd >= 0)
+		close(k->sigfd);
+	if (k->epfd >= 0)
+		close(k->epfd);
+	if (k->blocked)
+		sigprocmask(SIG_SETMASK, &k->old_mask, NULL);
+	kprobes_close(&k->kp);
+	free(k);
+	T->kh = NULL;
+	tracer_of_probes = NULL;
+}
+
+#else
+
+int kheap_start(struct tracer *T) { (void)T; return 0; }
+void kheap_sigaltstack(struct tracer *T, struct tracee *t, uint64_t ss, uint64_t sp) { (void)T; (void)t; (void)ss; (void)sp; }
+void kheap_leave_pending(struct tracer *T, struct tracee *t) { (void)T; (void)t; }
+int kheap_wait(struct tracer *T, int timeout_ms) { (void)T; (void)timeout_ms; return 0; }
+void kheap_drain(struct tracer *T) { (void)T; }
+int kheap_owns_stop(struct tracer *T, struct tracee *t, int status) { (void)T; (void)t; (void)status; return 0; }
+void kheap_refresh_stats(struct tracer *T) { (void)T; }
+int kheap_leave(struct tracer *T) { (void)T; return 0; }
+void kheap_proc_setup(struct tracer *T, struct proc *p) { (void)T; (void)p; }
+void kheap_proc_release(struct proc *p) { (void)p; }
+void kheap_end(struct tracer *T) { (void)T; }
+
+#endif

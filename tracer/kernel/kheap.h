@@ -1,0 +1,101 @@
+/*
+ * Heap events through the kernel (docs/heap-events.md): the malloc family of
+ * a traced process is probed by kernel uprobes whose BPF programs write one
+ * ordered stream of records (tracer/kprobes.c); ptfil drains it between
+ * ptrace stops and applies each record as calls.c applies a breakpoint's stop.
+ * ptrace keeps everything else: launch and attach, the mapping calls,
+ * threads, forks, exec, signals, leaving, and back-pressure (a thread the BPF
+ * program stopped with SIGSTOP while ptfil catches up).
+ */
+#ifndef PTFIL_KHEAP_H
+#define PTFIL_KHEAP_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "tracer/ptrace/hooks.h"
+
+struct tracer;
+struct tracee;
+struct proc;
+
+/* --heap-events */
+enum heap_events { HEAP_EVENTS_AUTO, HEAP_EVENTS_UPROBE, HEAP_EVENTS_PTRACE };
+
+/* "auto", "uprobe" or "ptrace" into *out. Returns 0, or -1 for anything else. */
+int kheap_parse(const char *s, enum heap_events *out);
+
+/* What the kernel path did, for the snapshot's counters. */
+struct kheap_stats {
+	uint64_t unknown_thread;   /* records of threads ptfil does not trace (a child not followed) */
+	uint64_t lost;             /* records that did not fit in the ring (0 unless the ring is too small) */
+	uint64_t waits;            /* records found half written, waited for */
+	uint64_t late_copies;      /* unwinds that read past the stack copied at the event */
+	uint64_t short_stacks;     /* stack copies shorter than a full one (the stack ended) */
+};
+
+/*
+ * Chooses the path before any program is started or attached: for auto or
+ * uprobe (T->opts.heap_events) the BPF programs are loaded and tested. auto
+ * falls back to ptrace with one line saying why (not under --quiet). Returns
+ * 0, or -1 after error() when uprobe was asked for and cannot be had.
+ */
+int kheap_choose(struct tracer *T);
+/* Once the program's first thread is traced: ptfil starts listening to the ring (blocks SIGCHLD for a signalfd). */
+int kheap_start(struct tracer *T);
+/* The end: every record applied, counters kept, probes and programs gone (the kernel removes the probes). */
+void kheap_end(struct tracer *T);
+/* True when the kernel path is running. */
+int kheap_on(const struct tracer *T);
+
+/* Reads the programs' own counters (lost records, short stacks) into T->kstats. */
+void kheap_refresh_stats(struct tracer *T);
+
+/*
+ * Leaving (attach), with every thread parked: applies every record, takes
+ * the probes out, and restarts each parked thread that has the back-pressure
+ * signal still queued, so that it is reported (and suppressed) before ptfil
+ * lets it go. Returns how many were restarted: park them again.
+ */
+int kheap_leave(struct tracer *T);
+
+/* Applies every record written so far, in the order written. */
+void kheap_drain(struct tracer *T);
+
+/*
+ * Waits (at most timeout_ms) until a ptrace stop may be ready, the ring
+ * passed its mark, or a signal came. Returns 0, or -1 with errno EINTR.
+ */
+int kheap_wait(struct tracer *T, int timeout_ms);
+
+/*
+ * Whether the signal-delivery-stop of SIGSTOP that thread t reports (status)
+ * is the BPF program's back-pressure (from the kernel, not from a kill): it
+ * is then suppressed, once the ring is drained.
+ */
+int kheap_owns_stop(struct tracer *T, struct tracee *t, int status);
+
+/*
+ * Process p's malloc family goes to the kernel path when there is one (its
+ * hooks' probe is set). Call when p is about to have its modules scanned:
+ * after exec, at attach, and for a followed child.
+ */
+void kheap_proc_setup(struct tracer *T, struct proc *p);
+/*
+ * At thread t's sigaltstack(ss) system call (sp: its stack pointer): a
+ * signal stack placed above the thread's stack makes the kernel drop the
+ * return probes of calls a handler on it interrupts (and the program then
+ * dies of SIGILL when they return): the process goes to the ptrace path first.
+ */
+void kheap_sigaltstack(struct tracer *T, struct tracee *t, uint64_t ss, uint64_t sp);
+/*
+ * The same found by the probes themselves: an allocating call entered by a
+ * thread whose signal stack lies above its stack (one installed before
+ * ptfil attached, say) marks its process, and stops the thread. At a stop of
+ * thread t (stopped), t's process leaves the kernel path if it was marked.
+ */
+void kheap_leave_pending(struct tracer *T, struct tracee *t);
+/* The probes of p's current image go (exec, exit, leaving): its links are closed. */
+void kheap_proc_release(struct proc *p);
+
+#endif

@@ -1,0 +1,504 @@
+/* From the tracer's tables to a struct snap, symbolized so the file reads anywhere, then written. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/error.h"
+#include "common/snap.h"
+#include "symbols/debugfile.h"
+#include "symbols/srcline.h"
+#include "symbols/sym.h"
+#include "tracer/stacks/capture.h"
+#include "tracer/core/session.h"
+#include "tracer/output/export.h"
+
+static const char *stop_names[STOP__COUNT] = {
+	[STOP_SECCOMP] = "stops.seccomp",
+	[STOP_SYSCALL_EXIT] = "stops.syscall_exit",
+	[STOP_SIGNAL] = "stops.signal",
+	[STOP_GROUP] = "stops.group_stop",
+	[STOP_NEW_TASK] = "stops.new_task",
+	[STOP_CLONE] = "stops.clone",
+	[STOP_EXEC] = "stops.exec",
+	[STOP_EXIT] = "stops.exit",
+	[STOP_BP_ENTRY] = "stops.bp_entry",
+	[STOP_BP_RETURN] = "stops.bp_return",
+	[STOP_DL_DEBUG] = "stops.dl_debug",
+	[STOP_OTHER] = "stops.other",
+	[STOP_BACKPRESSURE] = "stops.backpressure",
+	[STOP_BP_WRAPPER] = "stops.bp_wrapper",
+};
+
+static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
+
+/* Per-stack charges with something in them, as snapshot stacks. */
+static int fill_stacks(const struct ledger *l, const struct ledger_charge *c, size_t n,
+		       struct snap_stack **out, size_t *n_out)
+{
+	size_t k = 0;
+	for (size_t i = 0; i < n; i++)
+		k += c[i].count || c[i].charged;
+	*out = calloc(k ? k : 1, sizeof(**out));
+	if (!*out)
+		return -1;
+	k = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!c[i].count && !c[i].charged)
+			continue;
+		struct snap_stack *s = &(*out)[k++];
+		s->node = (uint32_t)i;
+		s->kind = l->kind[i] ? l->kind[i] : SNAP_KIND_MMAP;
+		s->charged = c[i].charged;
+		s->reserved = c[i].reserved;
+		s->count = c[i].count;
+	}
+	*n_out = k;
+	return 0;
+}
+
+static int counter(struct snap *s, size_t *k, const char *name, uint64_t v)
+{
+	s->counters[*k].name = strdup(name);
+	s->counters[*k].count = v;
+	return s->counters[(*k)++].name ? 0 : -1;
+}
+
+/* How stack frames and nodes became snapshot frames and nodes (build's scratch, freed by its caller). */
+struct remap {
+	uint32_t *first;  /* first snapshot frame of stack frame i; first[n_frames] is their number */
+	uint32_t *node;   /* snapshot node of stack node m: the innermost of its chain */
+};
+
+/* The source lines of one stack frame, resolved once per run. */
+struct srcmemo {
+	int done;
+	int n;                    /* entries in v: 0 when the frame has none */
+	struct sym_srcframe *v;   /* innermost first (sym_source) */
+};
+
+void export_fin(struct tracer *T)
+{
+	for (size_t i = 0; i < T->n_src; i++) {
+		srcline_free(T->src[i].v, (size_t)T->src[i].n);
+		free(T->src[i].v);
+	}
+	free(T->src);
+	T->src = NULL;
+	T->n_src = 0;
+	debugfile_fin();
+}
+
+/* The source of stack frame i (a native frame in a module with DWARF): its entries, 0 when none. */
+static int frame_source(struct tracer *T, uint32_t i, struct sym_srcframe **v)
+{
+	*v = NULL;
+	if (i >= T->n_src) {
+		size_t n = T->stacks.n_frames;
+		struct srcmemo *m = realloc(T->src, n * sizeof(*m));
+		if (!m)
+			return 0;  /* without lines, not without a snapshot */
+		memset(m + T->n_src, 0, (n - T->n_src) * sizeof(*m));
+		T->src = m;
+		T->n_src = n;
+	}
+	struct srcmemo *m = &T->src[i];
+	if (!m->done) {
+		m->done = 1;
+		const struct stacks_frame *f = &T->stacks.frames[i];
+		struct sym_file *sym = f->module < T->reg.n && !f->name ? T->reg.v[f->module].sym : NULL;
+		struct sym_srcframe tmp[SRCLINE_MAX];
+		int n = sym ? sym_source(sym, f->offset, tmp) : 0;
+		T->src_lookups += sym != NULL;
+		if (n > 0 && (m->v = malloc((size_t)n * sizeof(*m->v))) != NULL) {
+			memcpy(m->v, tmp, (size_t)n * sizeof(*m->v));
+			m->n = n;
+		} else if (n > 0) {
+			srcline_free(tmp, (size_t)n);
+		}
+	}
+	*v = m->v;
+	return m->n;
+}
+
+/* Modules used by some frame: mark[g] = 1. NULL when memory runs out. */
+static char *used_modules(struct tracer *T)
+{
+	char *used = calloc(T->reg.n ? T->reg.n : 1, 1);
+	for (size_t i = 0; used && i < T->stacks.n_frames; i++) {
+		const struct stacks_frame *f = &T->stacks.frames[i];
+		if (!f->name && f->module < T->reg.n)
+			used[f->module] = 1;
+	}
+	return used;
+}
+
+/*
+ * With DEBUGINFOD_URLS set, the debug files of the modules in the stacks
+ * that have no DWARF here: asked once per file, by build id.
+ */
+static void fetch_debug_files(struct tracer *T)
+{
+	if (!debugfile_have_servers())
+		return;
+	char *used = used_modules(T);
+	for (size_t g = 0; used && g < T->reg.n; g++) {
+		struct sym_file *sym = T->reg.v[g].sym;
+		const char *why;
+		if (used[g] && sym && !sym_has_lines(sym) && sym_build_id(sym) && sym_fetch_debug(sym, &why) == 0)
+			T->src_fetched++;
+	}
+	free(used);
+}
+
+static char symbols_kind(enum sym_names n)
+{
+	switch (n) {
+	case SYM_NAMES_NONE: return SNAP_SYMBOLS_NONE;
+	case SYM_NAMES_EXPORTS: return SNAP_SYMBOLS_EXPORTS;
+	case SYM_NAMES_MINI: return SNAP_SYMBOLS_MINI;
+	case SYM_NAMES_FULL: return SNAP_SYMBOLS_FULL;
+	}
+	return SNAP_SYMBOLS_UNKNOWN;
+}
+
+/*
+ * The modules, with what debug information each had; for those in the
+ * stacks that lacked names or lines, the package that installed them, which
+ * the report names (its -dbgsym package would give them).
+ */
+static int fill_modules(struct tracer *T, struct snap *s)
+{
+	s->modules = calloc(T->reg.n ? T->reg.n : 1, sizeof(*s->modules));
+	char *used = used_modules(T);
+	if (!s->modules || !used) {
+		free(used);
+		return -1;
+	}
+	s->n_modules = T->reg.n;
+	for (size_t i = 0; i < T->reg.n; i++) {
+		struct modreg_entry *e = &T->reg.v[i];
+		struct snap_module *m = &s->modules[i];
+		m->path = strdup(e->path);
+		m->build_id = dup_or_null(e->build_id); /* as mapped: the file may be gone or replaced */
+		m->base = e->base;
+		if (!m->path) {
+			free(used);
+			return -1;
+		}
+		if (!e->sym)
+			continue;
+		m->symbols = symbols_kind(sym_names(e->sym));
+		m->lines = sym_has_lines(e->sym);
+		if (used[i] && (!m->lines || m->symbols != SNAP_SYMBOLS_FULL) && !e->package_done) {
+			e->package_done = 1;
+			e->package = debugfile_package(e->path);
+		}
+		m->package = dup_or_null(e->package);
+	}
+	free(used);
+	return 0;
+}
+
+static int build(struct tracer *T, struct proc *p, int live, struct snap *s, struct remap *rm)
+{
+	s->version = SNAP_FORMAT_VERSION;
+	s->ptfil_version = strdup(PTFIL_VERSION);
+	s->mode = strdup(T->attach ? "attach" : "launch");
+	char *none[] = { NULL };
+	char **argv = p->argv ? p->argv : p->pid == T->main_pid && T->opts.argv ? T->opts.argv : none;
+	for (char **a = argv; *a; a++)
+		s->argc++;
+	s->argv = calloc(s->argc + 1, sizeof(*s->argv));
+	if (!s->ptfil_version || !s->mode || !s->argv)
+		return -1;
+	for (size_t i = 0; i < s->argc; i++)
+		if (!(s->argv[i] = strdup(argv[i])))
+			return -1;
+	s->pid = p->pid;
+	/* Times in the snapshot count from when this process was first seen. */
+	double t0 = p->pid == T->main_pid ? 0 : p->started;
+	s->start_time = T->start_time + t0;
+	s->duration = (p->end_time ? p->end_time : tracer_now(T)) - t0;
+	s->exit_status = p->status;
+	if (p->nthreads) {
+		uint64_t hwm = resid_vmhwm(p->pid);
+		if (hwm > p->vmhwm)
+			p->vmhwm = hwm;
+	}
+	s->vmhwm = p->vmhwm;
+	s->page_size = (uint64_t)sysconf(_SC_PAGESIZE);
+
+	/*
+	 * Frames: each stack frame, preceded by the calls the compiler inlined
+	 * at its address (innermost first), so that frames first[i] ..
+	 * first[i + 1] - 1 stand for stack frame i, itself the last of them.
+	 */
+	double t_src = tracer_now(T);
+	fetch_debug_files(T);
+	size_t nf = T->stacks.n_frames;
+	if (!(rm->first = calloc(nf + 1, sizeof(*rm->first))))
+		return -1;
+	size_t n_out = 0;
+	for (size_t i = 0; i < nf; i++) {
+		struct sym_srcframe *v;
+		int n = frame_source(T, (uint32_t)i, &v);
+		rm->first[i] = (uint32_t)n_out;
+		n_out += n > 1 ? (size_t)n : 1;
+	}
+	rm->first[nf] = (uint32_t)n_out;
+	if (n_out > UINT32_MAX - 1 || !(s->frames = calloc(n_out ? n_out : 1, sizeof(*s->frames))))
+		return -1;
+	s->n_frames = n_out;
+	for (size_t i = 0; i < nf; i++) {
+		const struct stacks_frame *f = &T->stacks.frames[i];
+		struct snap_frame *o = &s->frames[rm->first[i + 1] - 1];
+		o->offset = f->offset;
+		if (f->module == STACKS_PY_MODULE) {
+			const struct pyname *py = &T->pynames.v[f->offset >> 32];
+			o->kind = SNAP_FRAME_PYTHON;
+			o->module = -1;
+			o->offset = 0;
+			o->line = (uint32_t)f->offset;
+			o->function = strdup(py->function);
+			o->file = strdup(py->file);
+			if (!o->function || !o->file)
+				return -1;
+			continue;
+		}
+		if (f->name) {
+			o->module = -1;
+			o->function = strdup(f->name);
+			continue;
+		}
+		if (f->module == STACKS_NO_MODULE) {
+			o->module = -1;
+			continue;
+		}
+		o->module = (int32_t)f->module;
+		const struct modreg_entry *e = &T->reg.v[f->module];
+		const char *name = e->sym ? sym_lookup(e->sym, f->offset, NULL) : NULL;
+		/* C++ names are written demangled: the snapshot is read by people. */
+		o->function = sym_demangle(name);
+		if (!o->function)
+			o->function = dup_or_null(name);
+		struct sym_srcframe *v;
+		int n = frame_source(T, (uint32_t)i, &v);
+		if (n <= 0)
+			continue;
+		/* The function that holds the address: its symbol's name, the DWARF's when it has none. */
+		const struct sym_srcframe *fn = &v[n - 1];
+		if (!o->function)
+			o->function = dup_or_null(fn->function);
+		o->file = dup_or_null(fn->file);
+		o->line = fn->line;
+		if ((fn->function && !o->function) || (fn->file && !o->file))
+			return -1;
+		for (int j = 0; j < n - 1; j++) {
+			struct snap_frame *q = &s->frames[rm->first[i] + (uint32_t)j];
+			q->module = o->module;
+			q->offset = o->offset;
+			q->function = dup_or_null(v[j].function);
+			q->file = dup_or_null(v[j].file);
+			q->line = v[j].line;
+			q->inlined = 1;
+			if ((v[j].function && !q->function) || (v[j].file && !q->file))
+				return -1;
+		}
+	}
+	T->src_seconds += tracer_now(T) - t_src;
+	if (fill_modules(T, s))
+		return -1;
+	/* Nodes: stack node m becomes a chain, its frame's inlined calls below it; rm->node[m] is the chain's innermost. */
+	size_t nn = T->stacks.n_nodes, total_nodes = 1;
+	for (size_t m = 1; m < nn; m++) {
+		uint32_t fi = T->stacks.nodes[m].frame;
+		total_nodes += rm->first[fi + 1] - rm->first[fi];
+	}
+	if (total_nodes > UINT32_MAX || !(rm->node = calloc(nn ? nn : 1, sizeof(*rm->node))) ||
+	    !(s->nodes = calloc(total_nodes, sizeof(*s->nodes))))
+		return -1;
+	s->n_nodes = total_nodes;
+	size_t k_node = 1;
+	for (size_t m = 1; m < nn; m++) {
+		uint32_t fi = T->stacks.nodes[m].frame;
+		uint32_t parent = rm->node[T->stacks.nodes[m].parent];
+		for (uint32_t j = rm->first[fi + 1]; j-- > rm->first[fi];) {
+			s->nodes[k_node] = (struct snap_node){ parent, j };
+			parent = (uint32_t)k_node++;
+		}
+		rm->node[m] = parent;
+	}
+	const struct ledger *l = &p->ledger;
+	if (live) {
+		/* What is live now stands in for the peak: a snapshot of the present, for leak hunting. */
+		s->peak.time = tracer_now(T) - t0;
+		s->peak.charged = l->charged;
+		s->peak.reserved = l->reserved;
+		s->peak.rss = p->nthreads ? resid_rss(&p->resid) : 0;
+		if (fill_stacks(l, l->by_stack, l->n_stacks, &s->stacks, &s->n_stacks))
+			return -1;
+	} else {
+		s->peak.time = l->peak.time - t0;
+		s->peak.charged = l->peak.charged;
+		s->peak.reserved = l->peak.reserved;
+		s->peak.rss = l->peak.rss;
+		if (fill_stacks(l, l->at_peak, l->n_at_peak, &s->stacks, &s->n_stacks))
+			return -1;
+	}
+	if (fill_stacks(l, l->by_stack, l->n_stacks, &s->live, &s->n_live))
+		return -1;
+	/* The stacks named stack nodes: they name snapshot nodes, inlined calls included. */
+	for (size_t i = 0; i < s->n_stacks; i++)
+		s->stacks[i].node = rm->node[s->stacks[i].node];
+	for (size_t i = 0; i < s->n_live; i++)
+		s->live[i].node = rm->node[s->live[i].node];
+	s->samples = calloc(p->n_samples ? p->n_samples : 1, sizeof(*s->samples));
+	if (!s->samples)
+		return -1;
+	s->n_samples = p->n_samples;
+	for (size_t i = 0; i < p->n_samples; i++) {
+		s->samples[i].time = p->samples[i].time - t0;
+		s->samples[i].charged = p->samples[i].charged;
+		s->samples[i].rss = p->samples[i].rss;
+	}
+	s->counters = calloc(STOP__COUNT + 96, sizeof(*s->counters)); /* stops, then the named counters below */
+	if (!s->counters)
+		return -1;
+	size_t k = 0;
+	uint64_t total = 0, run_total = 0;
+	/* This process's own stops and unwinds; with --follow-forks, the whole run's beside them. */
+	capture_account(T, T->unw_owner);
+	const struct proc_counts *pc = &p->counts;
+	for (int i = 0; i < STOP__COUNT; i++) {
+		total += pc->stops[i];
+		run_total += T->stops[i];
+		if (counter(s, &k, stop_names[i], pc->stops[i]))
+			return -1;
+	}
+	if (counter(s, &k, "stops.total", total) || counter(s, &k, "unwinds", pc->unwinds) ||
+	    counter(s, &k, "unwind.remote_reads", pc->remote_reads) ||
+	    counter(s, &k, "unwind.stack_copies", pc->stack_copies) ||
+	    counter(s, &k, "unwind.memo_hits", pc->memo_hits) ||
+	    counter(s, &k, "unwind.splices", pc->splices) ||
+	    counter(s, &k, "unwind.spliced_frames", pc->spliced_frames) ||
+	    (T->opts.follow_forks && (counter(s, &k, "run.stops.total", run_total) ||
+				      counter(s, &k, "run.unwinds", T->unw.unwinds))) ||
+	    (T->tree.unprofiled && (counter(s, &k, "children.unprofiled", T->tree.unprofiled) ||
+				    counter(s, &k, "children.unprofiled_max_vmhwm_bytes", T->tree.unprofiled_hwm))) ||
+	    (T->unw.verify && counter(s, &k, "unwind.splice_mismatches", T->unw.splice_mismatches)) ||
+	    counter(s, &k, "residency.refreshes", T->refreshes) ||
+	    counter(s, &k, "symbols.lookups", T->src_lookups) ||
+	    counter(s, &k, "symbols.us", (uint64_t)(T->src_seconds * 1e6)) ||
+	    counter(s, &k, "symbols.fetched", T->src_fetched) ||
+	    counter(s, &k, "attach.unhooked_mappings", T->reconciled) ||
+	    counter(s, &k, "residency.measures", p->ledger.measures) ||
+	    counter(s, &k, "heap.allocs", p->heap.allocs) ||
+	    counter(s, &k, "heap.frees", p->heap.frees + p->heap.unknown_frees) ||
+	    counter(s, &k, "heap.unknown_frees", p->heap.unknown_frees) ||
+	    counter(s, &k, "heap.nested", pc->nested_calls) ||
+	    counter(s, &k, "heap.usable_size_blocks", pc->usable_blocks) ||
+	    (pc->unsized_blocks && counter(s, &k, "heap.unsized_blocks", pc->unsized_blocks)) ||
+	    counter(s, &k, "tracer.vmhwm_bytes", resid_vmhwm(getpid())) ||
+	    counter(s, &k, "tracer.live_blocks", p->heap.n) ||
+	    counter(s, &k, "tracer.stack_nodes", T->stacks.n_nodes) ||
+	    (T->opts.no_heap && counter(s, &k, "options.mappings_only", 1)) ||
+	    (T->opts.exact_sizes && counter(s, &k, "options.exact_sizes", 1)) ||
+	    (T->opts.native_frames && counter(s, &k, "options.native_frames", 1)))
+		return -1;
+	/* Which path saw the malloc family, and what the kernel path did (tracer/kheap.h). */
+	kheap_refresh_stats(T);
+	const struct kheap_stats *ks = &T->kstats;
+	if (!T->opts.no_heap && counter(s, &k, p->kpath_used ? "heap_events.uprobe" : "heap_events.ptrace", 1))
+		return -1;
+	if (p->kpath_used &&
+	    (counter(s, &k, "kernel.records", p->krecords) || counter(s, &k, "kernel.lost", ks->lost) ||
+	     counter(s, &k, "kernel.backpressure", T->stops[STOP_BACKPRESSURE]) ||
+	     counter(s, &k, "kernel.waits", ks->waits) || counter(s, &k, "kernel.late_copies", ks->late_copies) ||
+	     counter(s, &k, "kernel.short_stacks", ks->short_stacks) ||
+	     counter(s, &k, "kernel.unknown_threads", ks->unknown_thread)))
+		return -1;
+	const struct pystats *ps = &T->pystats;
+	if (p->py.state == PY_READY &&
+	    (counter(s, &k, "python.minor_version", p->py.l->minor) ||
+	     counter(s, &k, "python.layout_debug_offsets", (uint64_t)p->py.l->debug_offsets) ||
+	     counter(s, &k, "python.stacks", ps->stacks) || counter(s, &k, "python.frames", ps->frames) ||
+	     counter(s, &k, "python.reads", ps->reads) || counter(s, &k, "python.code_decodes", ps->code_decodes) ||
+	     counter(s, &k, "python.code_hits", ps->code_hits) || counter(s, &k, "python.thread_scans", ps->thread_scans) ||
+	     counter(s, &k, "python.no_thread_state", p->py.no_thread) || counter(s, &k, "python.cut", ps->cut) ||
+	     counter(s, &k, "python.group_mismatches", ps->group_mismatch) ||
+	     counter(s, &k, "python.native_stacks", ps->native_stacks) ||
+	     counter(s, &k, "python.native_us", ps->native_us) || counter(s, &k, "python.python_us", ps->python_us)))
+		return -1;
+	s->n_counters = k;
+	/* The main process's snapshot carries the tree: every process, and the combined peak. */
+	if (p->pid == T->main_pid && !live && tree_export(T, s, rm->node))
+		return -1;
+	return 0;
+}
+
+void export_frame_text(struct tracer *T, uint32_t fi, int lines, char *buf, size_t size)
+{
+	const struct stacks_frame *f = &T->stacks.frames[fi];
+	if (f->module == STACKS_PY_MODULE) {
+		const struct pyname *py = &T->pynames.v[f->offset >> 32];
+		const char *slash = strrchr(py->file, '/');
+		snprintf(buf, size, "%s (%s:%u)", py->function, slash ? slash + 1 : py->file, (unsigned)f->offset);
+		return;
+	}
+	if (f->name || f->module == STACKS_NO_MODULE || f->module >= T->reg.n) {
+		if (f->name)
+			snprintf(buf, size, "%s", f->name);
+		else
+			snprintf(buf, size, "0x%llx", (unsigned long long)f->offset);
+		return;
+	}
+	const struct modreg_entry *e = &T->reg.v[f->module];
+	const char *name = e->sym ? sym_lookup(e->sym, f->offset, NULL) : NULL;
+	char *dm = sym_demangle(name);
+	struct sym_srcframe *v = NULL;
+	int n = lines ? frame_source(T, fi, &v) : 0;
+	const char *fn = dm ? dm : name ? name : n > 0 ? v[n - 1].function : NULL;
+	const char *mod = strrchr(e->path, '/');
+	mod = mod ? mod + 1 : e->path;
+	if (!fn)
+		snprintf(buf, size, "%s + 0x%llx", mod, (unsigned long long)f->offset);
+	else if (n > 0 && v[n - 1].file) {
+		const char *slash = strrchr(v[n - 1].file, '/');
+		snprintf(buf, size, "%s (%s:%u)", fn, slash ? slash + 1 : v[n - 1].file, (unsigned)v[n - 1].line);
+	} else {
+		snprintf(buf, size, "%s (%s)", fn, mod);
+	}
+	free(dm);
+}
+
+char *export_stack_text(struct tracer *T, uint32_t node, size_t max)
+{
+	char buf[2048], one[512];
+	size_t k = 0, shown = 0;
+	buf[0] = '\0';
+	for (uint32_t n = node; n != STACKS_ROOT && n < T->stacks.n_nodes && shown < max; n = T->stacks.nodes[n].parent) {
+		export_frame_text(T, T->stacks.nodes[n].frame, 1, one, sizeof(one));
+		int w = snprintf(buf + k, sizeof(buf) - k, "%s%s", shown++ ? " <- " : "", one);
+		if (w < 0 || (size_t)w >= sizeof(buf) - k)
+			break;
+		k += (size_t)w;
+	}
+	return strdup(shown ? buf : "(no stack)");
+}
+
+int tracer_write_snapshot(struct tracer *T, struct proc *p, int live, const char *path)
+{
+	struct snap s;
+	struct remap rm = { NULL, NULL };
+	snap_init(&s);
+	int rc = build(T, p, live, &s, &rm);
+	free(rm.first);
+	free(rm.node);
+	if (rc)
+		error("out of memory building the snapshot");
+	else
+		rc = snap_write(&s, path);
+	snap_fin(&s);
+	return rc;
+}

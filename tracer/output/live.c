@@ -1,0 +1,272 @@
+/*
+ * --live: the model the terminal view draws (tracer/live.h), built from the
+ * tracer's tables between events, about once a second. Its cost is the top
+ * stacks' selection and their frames' names, which are made once per frame
+ * and kept (no DWARF: ELF names and Python lines only).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/error.h"
+#include "common/snap.h"
+#include "tracer/core/session.h"
+#include "tracer/output/export.h"
+#include "tracer/output/live.h"
+#include "tracer/memory/tree.h"
+
+#define LIVE_TOP 50          /* stacks in each list */
+#define LIVE_DEPTH 64        /* frames kept per stack */
+#define LIVE_PERIOD 1.0      /* seconds between models */
+
+void live_model_free(struct live_model *m)
+{
+	if (!m)
+		return;
+	struct live_stack *lists[2] = { m->now_stacks, m->peak_stacks };
+	size_t ns[2] = { m->n_now, m->n_peak };
+	for (int k = 0; k < 2; k++) {
+		for (size_t i = 0; i < ns[k]; i++) {
+			for (size_t j = 0; j < lists[k][i].n_frames; j++)
+				free(lists[k][i].frames[j]);
+			free(lists[k][i].frames);
+			free(lists[k][i].summary);
+		}
+		free(lists[k]);
+	}
+	free(m->samples);
+	free(m->command);
+	free(m);
+}
+
+void live_fin(struct tracer *T)
+{
+	for (size_t i = 0; i < T->n_live_names; i++)
+		free(T->live_names[i]);
+	free(T->live_names);
+	T->live_names = NULL;
+	T->n_live_names = 0;
+}
+
+/* Frame fi's text, made once and kept. Owned by T; NULL when out of memory. */
+static const char *name_of(struct tracer *T, uint32_t fi)
+{
+	if (fi >= T->n_live_names) {
+		size_t n = T->stacks.n_frames;
+		char **v = realloc(T->live_names, n * sizeof(*v));
+		if (!v)
+			return NULL;
+		memset(v + T->n_live_names, 0, (n - T->n_live_names) * sizeof(*v));
+		T->live_names = v;
+		T->n_live_names = n;
+	}
+	if (!T->live_names[fi]) {
+		char buf[512];
+		export_frame_text(T, fi, 0, buf, sizeof(buf));
+		T->live_names[fi] = strdup(buf);
+	}
+	return T->live_names[fi];
+}
+
+/* Whether a frame only carries the allocation out (the allocator, the system call's wrapper): not meaningful. */
+static int plumbing(const char *text)
+{
+	static const char *const names[] = {
+		"malloc", "calloc", "realloc", "free", "reallocarray", "posix_memalign", "aligned_alloc", "memalign",
+		"valloc", "pvalloc", "mmap", "mmap64", "__mmap", "__mmap64", "__GI___mmap64", "mremap", "__mremap",
+		"brk", "__brk", "sbrk", "__sbrk", "_int_malloc", "_int_realloc", "sysmalloc", "operator new",
+		"operator new[]", "__libc_malloc", "__libc_calloc", "__libc_realloc", "tcache_init", "ptmalloc_init",
+		"_PyObject_ArenaMmap", "_PyMem_RawMalloc", "PyMem_RawMalloc", "PyMem_Malloc", "PyObject_Malloc",
+		"_PyObject_Malloc", "_PyMem_RawCalloc", "PyMem_RawCalloc", "PyObject_Calloc",
+	};
+	size_t len = strcspn(text, " (");
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (strlen(names[i]) == len && !strncmp(text, names[i], len))
+			return 1;
+	return !strncmp(text, "operator new", 12);
+}
+
+/* One charge of one process, while choosing the top. */
+struct pick {
+	uint64_t charged, reserved, count;
+	uint32_t node;
+	char kind;
+	pid_t pid;
+};
+
+/* Keeps the LIVE_TOP largest in a min-heap top[0..*n). */
+static void offer(struct pick *top, size_t *n, const struct pick *x)
+{
+	size_t i;
+	if (*n < LIVE_TOP) {
+		i = (*n)++;
+	} else if (x->charged > top[0].charged) {
+		/* Replace the smallest, and sift it down. */
+		i = 0;
+		for (;;) {
+			size_t c = 2 * i + 1;
+			if (c >= *n)
+				break;
+			if (c + 1 < *n && top[c + 1].charged < top[c].charged)
+				c++;
+			if (top[c].charged >= x->charged)
+				break;
+			top[i] = top[c];
+			i = c;
+		}
+		top[i] = *x;
+		return;
+	} else {
+		return;
+	}
+	while (i > 0 && top[(i - 1) / 2].charged > x->charged) {
+		top[i] = top[(i - 1) / 2];
+		i = (i - 1) / 2;
+	}
+	top[i] = *x;
+}
+
+static void offer_all(struct tracer *T, struct pick *top, size_t *n, const struct ledger_charge *c, size_t nc,
+		      const struct ledger *l, pid_t pid)
+{
+	for (size_t i = 0; i < nc && i < T->stacks.n_nodes; i++) {
+		if (!c[i].charged)
+			continue;
+		struct pick x = { c[i].charged, c[i].reserved, c[i].count, (uint32_t)i,
+				  i < l->n_stacks && l->kind[i] ? l->kind[i] : SNAP_KIND_MMAP, pid };
+		offer(top, n, &x);
+	}
+}
+
+static int by_charge(const void *pa, const void *pb)
+{
+	const struct pick *a = pa, *b = pb;
+	return a->charged > b->charged ? -1 : a->charged < b->charged;
+}
+
+/* The chosen stacks as the view lists them, largest first. */
+static int fill(struct tracer *T, struct pick *top, size_t n, struct live_stack **out, size_t *n_out)
+{
+	qsort(top, n, sizeof(*top), by_charge);
+	*out = calloc(n ? n : 1, sizeof(**out));
+	if (!*out)
+		return -1;
+	*n_out = n;
+	for (size_t i = 0; i < n; i++) {
+		struct live_stack *st = &(*out)[i];
+		st->charged = top[i].charged;
+		st->reserved = top[i].reserved;
+		st->count = top[i].count;
+		st->kind = top[i].kind;
+		st->pid = top[i].pid;
+		st->frames = calloc(LIVE_DEPTH, sizeof(*st->frames));
+		if (!st->frames)
+			return -1;
+		const char *meaningful = NULL, *python = NULL;
+		for (uint32_t node = top[i].node; node != STACKS_ROOT && st->n_frames < LIVE_DEPTH;
+		     node = T->stacks.nodes[node].parent) {
+			uint32_t fi = T->stacks.nodes[node].frame;
+			const char *text = name_of(T, fi);
+			if (!text || !(st->frames[st->n_frames] = strdup(text)))
+				return -1;
+			st->n_frames++;
+			if (!meaningful && !plumbing(text) && text[0] != '[')
+				meaningful = text;
+			if (!python && T->stacks.frames[fi].module == STACKS_PY_MODULE)
+				python = text;
+		}
+		char buf[1024];
+		if (python && meaningful && python != meaningful)
+			snprintf(buf, sizeof(buf), "%s, in %s", meaningful, python);
+		else
+			snprintf(buf, sizeof(buf), "%s", meaningful ? meaningful : st->n_frames ? st->frames[0] : "(no stack)");
+		if (!(st->summary = strdup(buf)))
+			return -1;
+	}
+	return 0;
+}
+
+static int build(struct tracer *T, struct live_model *m)
+{
+	struct proc *main_p = tracer_proc(T, T->main_pid);
+	char *const *argv = main_p && main_p->argv ? main_p->argv : T->opts.argv;
+	m->seq = ++T->live_seq;
+	m->command = tree_command(argv);
+	m->pid = T->main_pid;
+	m->attach = T->attach;
+	m->now = tracer_now(T);
+	struct pick top[LIVE_TOP];
+	size_t n = 0;
+	for (struct proc *p = T->procs; p; p = p->next) {
+		if (!p->profiled || !p->ready || !p->nthreads)
+			continue;
+		m->processes++;
+		m->charged += p->ledger.charged;
+		m->reserved += p->ledger.reserved;
+		m->rss += resid_rss(&p->resid);
+		offer_all(T, top, &n, p->ledger.by_stack, p->ledger.n_stacks, &p->ledger, p->pid);
+	}
+	if (fill(T, top, n, &m->now_stacks, &m->n_now))
+		return -1;
+	n = 0;
+	if (T->opts.follow_forks && T->tree.has_peak) {
+		m->peak_charged = T->tree.charged;
+		m->peak_time = T->tree.time;
+		for (struct proc *p = T->procs; p; p = p->next)
+			if (p->profiled && p->tree_gen == T->tree.gen)
+				offer_all(T, top, &n, p->at_tree, p->n_at_tree, &p->ledger, p->pid);
+	} else if (main_p && main_p->ledger.has_peak) {
+		m->peak_charged = main_p->ledger.peak.charged;
+		m->peak_time = main_p->ledger.peak.time;
+		m->peak_rss = main_p->ledger.peak.rss;
+		offer_all(T, top, &n, main_p->ledger.at_peak, main_p->ledger.n_at_peak, &main_p->ledger, main_p->pid);
+	}
+	if (fill(T, top, n, &m->peak_stacks, &m->n_peak))
+		return -1;
+	if (main_p && main_p->n_samples) {
+		if (!(m->samples = calloc(main_p->n_samples, sizeof(*m->samples))))
+			return -1;
+		for (size_t i = 0; i < main_p->n_samples; i++)
+			m->samples[i] = (struct live_sample){ main_p->samples[i].time, main_p->samples[i].charged,
+							      main_p->samples[i].rss };
+		m->n_samples = main_p->n_samples;
+	}
+	return 0;
+}
+
+void live_end(struct tracer *T)
+{
+	if (T->live_on && T->opts.live)
+		T->opts.live->stop();
+	T->live_on = 0;
+}
+
+void live_tick(struct tracer *T)
+{
+	if (!T->live_on)
+		return;
+	const struct live_ui *ui = T->opts.live;
+	if (ui->quit()) {
+		T->live_on = 0;
+		ui->stop();
+		if (T->attach) {
+			/* q under attach: leave as Ctrl-C does, cleanly, and write the snapshot. */
+			T->live_leave = 1;
+		} else if (!T->opts.quiet) {
+			/* A launched program cannot be let go (its seccomp filter needs a tracer): it is traced to its end. */
+			fprintf(stderr, "%s: live view closed; tracing %s to its end\n", error_progname(),
+				T->opts.argv && T->opts.argv[0] ? T->opts.argv[0] : "the program");
+		}
+		return;
+	}
+	double now = tracer_now(T);
+	if (T->live_at && now - T->live_at < LIVE_PERIOD)
+		return;
+	T->live_at = now;
+	struct live_model *m = calloc(1, sizeof(*m));
+	if (!m || build(T, m)) {
+		live_model_free(m);
+		return;
+	}
+	ui->publish(m);
+}
