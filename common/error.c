@@ -12,14 +12,17 @@ static int quiet;
 
 void error_set_progname(const char *name) { progname = name; }
 const char *error_progname(void) { return progname; }
+static int notices_off;
+
 void error_set_quiet(int q) { quiet = q; }
+void notice_set_quiet(int q) { notices_off = q; }
 void error_set_die_hook(void (*hook)(void)) { die_hook = hook; }
 
 static void vreport(const char *prefix, const char *fmt, va_list ap, int err)
 {
 	if (quiet)
 		return;
-	char buf[1024];
+	char buf[4096];
 	vsnprintf(buf, sizeof(buf), fmt, ap);
 	if (err)
 		fprintf(stderr, "%s: %s%s: %s\n", progname, prefix, buf, strerror(err));
@@ -55,6 +58,30 @@ void warning(const char *fmt, ...)
 	va_list ap;
 	va_start(ap, fmt);
 	vreport("warning: ", fmt, ap, 0);
+	va_end(ap);
+	errno = saved;
+}
+
+void warning_errno(const char *fmt, ...)
+{
+	int saved = errno;
+	va_list ap;
+	va_start(ap, fmt);
+	vreport("warning: ", fmt, ap, saved);
+	va_end(ap);
+	errno = saved;
+}
+
+void notice(const char *fmt, ...)
+{
+	if (quiet || notices_off)
+		return;
+	int saved = errno;
+	va_list ap;
+	va_start(ap, fmt);
+	fprintf(stderr, "%s: ", progname);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
 	va_end(ap);
 	errno = saved;
 }

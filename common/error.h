@@ -22,6 +22,15 @@ int error(const char *fmt, ...) PTFIL_PRINTF(1, 2);
 int error_errno(const char *fmt, ...) PTFIL_PRINTF(1, 2);
 /* Prints "PROG: warning: MSG\n"; never fails. */
 void warning(const char *fmt, ...) PTFIL_PRINTF(1, 2);
+/* As warning(), with ": strerror(errno)" appended; errno is kept. */
+void warning_errno(const char *fmt, ...) PTFIL_PRINTF(1, 2);
+/*
+ * What ptfil tells the user as it goes ("PROG: MSG\n" on stderr: attached,
+ * the peak, where the snapshot is): nothing with notice_set_quiet(1)
+ * (--quiet), while errors and warnings still print. Never truncated.
+ */
+void notice(const char *fmt, ...) PTFIL_PRINTF(1, 2);
+void notice_set_quiet(int quiet);
 
 /*
  * Called by die() before exiting, so that a main can restore breakpoints,

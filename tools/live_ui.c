@@ -1,5 +1,5 @@
 /*
- * --live: the full-screen terminal view (tracer/live.h), drawn with ncurses
+ * --live: the full-screen terminal view (tracer/output/live.h), drawn with ncurses
  * on /dev/tty by a thread of its own from the models the tracer publishes,
  * so that the tracer's loop never waits for the terminal.
  */
@@ -25,7 +25,7 @@
 
 #include "common/error.h"
 #include "common/units.h"
-#include "tracer/output/live.h"
+#include "tools/live_ui.h"
 
 #define UI_TICK_MS 250       /* the longest wait between looks at the terminal's size and the flags */
 #define UI_REPAINT_S 1.0     /* the whole screen repainted at least this often */
@@ -627,7 +627,7 @@ static void wake_thread(void)
 /*
  * ncurses catches SIGINT, SIGTERM, SIGTSTP and SIGWINCH in newterm when they
  * are at their default, and its handlers draw and exit from whichever thread
- * the signal lands in. ptfil handles its own signals (tracer/run.c), so for
+ * the signal lands in. ptfil handles its own signals (tracer/signals.c), so for
  * the time newterm takes they are not at their default.
  */
 static const int curses_sigs[] = { SIGINT, SIGTERM, SIGTSTP, SIGWINCH };
@@ -708,7 +708,7 @@ static int begin(void)
 	    !(ui.out = fdopen(ui.tty, "w")) || !(ui.in = fdopen(in_fd, "r"))) {
 		if (in_fd >= 0 && !ui.in)
 			close(in_fd);
-		warning("--live: cannot set up the terminal: %s", strerror(errno));
+		warning_errno("--live: cannot set up the terminal");
 		return begin_failed();
 	}
 	/*
@@ -731,7 +731,7 @@ static int begin(void)
 	set_escdelay(50);
 	curs_set(0);
 
-	/* The tracer's signals (tracer/run.c) go to its thread, never to the view's. */
+	/* The tracer's signals (tracer/signals.c) go to its thread, never to the view's. */
 	sigset_t all, was;
 	sigfillset(&all);
 	static const int sync_sigs[] = { SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGABRT, SIGSYS };

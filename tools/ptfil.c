@@ -8,7 +8,7 @@
 #include "common/error.h"
 #include "common/snap.h"
 #include "tracer/kernel/kheap.h"
-#include "tracer/output/live.h"
+#include "tools/live_ui.h"
 #include "tracer/tracer.h"
 
 #define DEFAULT_INTERVAL_MS 100

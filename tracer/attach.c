@@ -1,14 +1,14 @@
 /*
  * ptfil attach: profile a process that is already running, then leave it as
- * it was. Also what attach and launch share about processes that appear while
- * tracing: a forked child is either followed (profiled from its first stop)
- * or cleaned of the breakpoints it inherited.
+ * it was (tracer/detach.c). Its children are followed or let go as under
+ * launch (tracer/follow.c).
  *
  * `ptfil attach` runs as two processes. The one the user started only waits:
  * it passes its signals on and returns the tracer's status. The tracer, its
- * child, does the work. So `kill -9` of ptfil kills a process that traces
- * nothing, and the tracer, told by the kernel that its parent died, detaches
- * cleanly instead of leaving breakpoints behind with no one to answer them.
+ * child, does the work. So `kill -9` of the ptfil the user started kills a
+ * process that traces nothing, and the tracer, told by the kernel that its
+ * parent died, detaches cleanly. A SIGKILL of the tracer itself cannot be
+ * handled: whatever breakpoints it wrote stay (README.md, "Attaching to a running process").
  */
 #include <errno.h>
 #include <dirent.h>
@@ -26,17 +26,24 @@
 #include "common/error.h"
 #include "common/snap.h"
 #include "symbols/maps.h"
+#include "tracer/core/procfs.h"
+#include "tracer/core/rescue.h"
 #include "tracer/core/session.h"
 #include "tracer/detach.h"
-#include "tracer/output/export.h"
 #include "tracer/follow.h"
-#include "tracer/output/live.h"
+#include "tracer/kernel/kheap.h"
+#include "tracer/lifecycle.h"
 #include "tracer/loop.h"
-#include "tracer/core/procfs.h"
-#include "tracer/refuse.h"
-#include "tracer/core/rescue.h"
-#include "tracer/run.h"
+#include "tracer/memory/peak.h"
+#include "tracer/output/export.h"
+#include "tracer/output/live.h"
+#include "tracer/output/snapshot.h"
+#include "tracer/output/summary.h"
 #include "tracer/ptrace/mapcalls.h"
+#include "tracer/refuse.h"
+#include "tracer/session.h"
+#include "tracer/signals.h"
+#include "tracer/tracer.h"
 
 #define ATTACH_TIMEOUT_S 10.0 /* for every thread to stop at the attach */
 #define ATTACH_OPTIONS (PTRACE_O_TRACESYSGOOD | PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK | \
@@ -95,7 +102,7 @@ static int seize_new_threads(struct tracer *T, pid_t pid, int *status)
 				continue;
 			errno = seize_errno;
 			if (errno == EPERM && st && tracer == getpid()) {
-				if (!tracer_find(T, tid) && !tracer_add_thread(T, tid)) {
+				if (!tracer_find(T, tid) && !lifecycle_add_thread(T, tid)) {
 					closedir(d);
 					*status = 1;
 					return -1;
@@ -108,7 +115,7 @@ static int seize_new_threads(struct tracer *T, pid_t pid, int *status)
 			*status = refuse_explain(pid, e);
 			return -1;
 		}
-		struct tracee *t = tracer_add_thread(T, tid);
+		struct tracee *t = lifecycle_add_thread(T, tid);
 		if (!t) {
 			closedir(d);
 			*status = 1;
@@ -181,19 +188,17 @@ static int trace(struct tracer *T, pid_t pid)
 		error("cannot read the memory of process %d; detached", (int)pid);
 		return 1;
 	}
-	sysc_poll(T, p);
+	peak_poll(T, p);
 	int nthreads = p->nthreads;
 	unpark_all(T);
 	double took = tracer_now(T) - t_start;
-	if (!T->opts.quiet) {
-		char comm[64] = "?";
-		procfs_comm(pid, comm, sizeof(comm));
-		fprintf(stderr, "%s: attached to process %d (%s, %d thread%s) in %.1f ms; Ctrl-C to detach\n",
-			error_progname(), (int)pid, comm, nthreads, nthreads == 1 ? "" : "s", took * 1000.0);
-	}
+	char comm[64] = "?";
+	procfs_comm(pid, comm, sizeof(comm));
+	notice("attached to process %d (%s, %d thread%s) in %.1f ms; Ctrl-C to detach",
+	       (int)pid, comm, nthreads, nthreads == 1 ? "" : "s", took * 1000.0);
 	if (T->opts.duration > 0)
 		T->deadline = tracer_now(T) + T->opts.duration;
-	T->live_on = T->opts.live != NULL;
+	T->live->on = T->opts.live != NULL;
 	loop_run(T);
 	live_end(T);
 	int target_ended = T->main_status >= 0;
@@ -202,23 +207,23 @@ static int trace(struct tracer *T, pid_t pid)
 		tracer_leave(T);
 	kheap_end(T);
 	struct proc *mp = tracer_proc(T, pid);
-	char *path = mp ? run_snapshot_path(T, mp, 0) : NULL;
+	char *path = mp ? snapshot_path(T, mp, 0) : NULL;
 	int rc = 0;
 	if (!mp || !path || tracer_write_snapshot(T, mp, 0, path)) {
 		error("no snapshot written");
 		rc = 1;
-	} else if (!T->opts.quiet) {
+	} else {
 		if (target_ended)
-			fprintf(stderr, "%s: process %d exited with status %d\n", error_progname(), (int)pid, mp->status);
+			notice("process %d exited with status %d", (int)pid, mp->status);
 		else
-			fprintf(stderr, "%s: detached from process %d\n", error_progname(), (int)pid);
-		run_summary(mp, path);
+			notice("detached from process %d", (int)pid);
+		summary_peak(mp, path);
 	}
 	free(path);
 	/* Followed children still in the table (they outlived the main process or were detached). */
 	for (struct proc *c = T->procs; c; c = c->next)
 		if (c != mp && c->profiled && c->ready)
-			run_write(T, c, 0);
+			snapshot_write(T, c, 0);
 	return rc;
 }
 
@@ -269,12 +274,12 @@ int tracer_attach(const struct tracer_opts *o)
 	}
 	if (child == 0) {
 		static struct tracer T;
-		if (run_init(&T, o) || kheap_choose(&T))
+		if (session_init(&T, o) || kheap_choose(&T))
 			_exit(1);
 		T.attach = 1;
 		T.main_pid = pid;
 		T.output = output;
-		run_install_handlers(1);
+		signals_install(1);
 		/* A crash of the tracer itself still leaves the target as it was. */
 		rescue_install();
 		/* The user's ptfil gone (even by SIGKILL): leave as on Ctrl-C. */
@@ -282,10 +287,10 @@ int tracer_attach(const struct tracer_opts *o)
 		if (getppid() != front)
 			loop_leave = 1;
 		sigprocmask(SIG_SETMASK, &old, NULL);
-		run_start_timer(o->interval_ms ? o->interval_ms : 250);
+		signals_start_timer(o->interval_ms ? o->interval_ms : 250);
 		int rc = trace(&T, pid);
-		run_stop_timer();
-		run_fin(&T);
+		signals_stop_timer();
+		session_fin(&T);
 		fflush(stderr);
 		_exit(rc);
 	}

@@ -11,32 +11,23 @@
 #include <sys/uio.h>
 
 #include "common/error.h"
-#include "tracer/core/session.h"
-#include "tracer/detach.h"
-#include "tracer/kernel/kheap.h"
-#include "tracer/follow.h"
-#include "tracer/loop.h"
 #include "tracer/core/remote.h"
 #include "tracer/core/rescue.h"
+#include "tracer/core/session.h"
+#include "tracer/detach.h"
+#include "tracer/follow.h"
+#include "tracer/kernel/kheap.h"
+#include "tracer/lifecycle.h"
+#include "tracer/loop.h"
+#include "tracer/memory/peak.h"
+#include "tracer/memory/resid.h"
+#include "tracer/ptrace/breakpoints.h"
+#include "tracer/ptrace/hooks.h"
 #include "tracer/ptrace/mapcalls.h"
 
 #define LEAVE_ROUNDS 4
 #define LEAVE_TIMEOUT_S 5.0     /* for every thread to stop */
 #define LEAVE_STRAGGLERS_S 0.03 /* for a late first stop after the rest was let go */
-
-/* A hooked call still in progress returns where it would have without ptfil. */
-static void restore_return(struct tracee *t)
-{
-	if (!t->in_alloc)
-		return;
-	t->in_alloc = 0;
-	rescue_return_done(t->rescue);
-	uint64_t slot = 0;
-	if (remote_read(t->tid, t->call.rsp, &slot, 8) || slot != t->p->hooks.trampoline)
-		return; /* already returned (a longjmp, or the frame reused) */
-	if (remote_write(t->tid, t->call.rsp, &t->call.ret, 8))
-		error_errno("thread %d: cannot restore a return address", (int)t->tid);
-}
 
 /* Every parked thread's state undone and its process's breakpoints out; then each parked thread let go. */
 static void undo_and_detach(struct tracer *T)
@@ -50,19 +41,19 @@ static void undo_and_detach(struct tracer *T)
 				if (t->p == p && t->parked) {
 					if (!t->exiting)
 						tid = t->tid;
-					restore_return(t);
+					bp_restore_return(t);
 				}
 		if (!tid)
 			continue;
 		/* Everything stands still: the last look at the peak. */
 		if (p->profiled && p->ready) {
-			sysc_before_release(T, p, 0, 0);
+			peak_last_look(T, p);
 			uint64_t hwm = resid_vmhwm(p->pid);
 			if (hwm > p->vmhwm)
 				p->vmhwm = hwm;
 		}
 		/* A vfork child's text is its parent's, cleaned with it. */
-		if (!proc_shares_vm(p) && hooks_remove(&p->hooks, tid))
+		if (!proc_shares_vm(p) && hooks_remove(p->hooks, tid))
 			error("process %d: some breakpoints could not be removed", (int)p->pid);
 	}
 
@@ -75,7 +66,7 @@ static void undo_and_detach(struct tracer *T)
 				int sig = t->group_stop ? 0 : t->park_sig;
 				if (ptrace(PTRACE_DETACH, t->tid, 0, (void *)(long)sig) && errno != ESRCH)
 					error_errno("cannot detach from thread %d", (int)t->tid);
-				tracer_remove_thread(T, t);
+				lifecycle_remove_thread(T, t);
 			}
 			t = next;
 		}

@@ -17,10 +17,17 @@
 #include "common/error.h"
 #include "common/snap.h"
 #include "symbols/maps.h"
+#include "tracer/core/procfs.h"
 #include "tracer/core/session.h"
 #include "tracer/follow.h"
 #include "tracer/kernel/kheap.h"
-#include "tracer/core/procfs.h"
+#include "tracer/lifecycle.h"
+#include "tracer/memory/heap.h"
+#include "tracer/memory/ledger.h"
+#include "tracer/memory/resid.h"
+#include "tracer/memory/tree.h"
+#include "tracer/ptrace/hooks.h"
+#include "tracer/stacks/stacks.h"
 
 /*
  * Anonymous memory that is there already (at attach, or inherited at fork) is
@@ -34,8 +41,8 @@ static void charge_existing(struct tracer *T, struct proc *p, const char *pseudo
 		maps_fin(&maps);
 		return;
 	}
-	uint32_t f = stacks_pseudo_frame(&T->stacks, pseudo);
-	uint32_t node = f == STACKS_FAILED ? STACKS_ROOT : stacks_intern(&T->stacks, &f, 1);
+	uint32_t f = stacks_pseudo_frame(T->stacks, pseudo);
+	uint32_t node = f == STACKS_FAILED ? STACKS_ROOT : stacks_intern(T->stacks, &f, 1);
 	for (size_t i = 0; i < maps.n; i++) {
 		const struct maps_entry *e = &maps.v[i];
 		if (e->path && !strcmp(e->path, "[heap]"))
@@ -43,11 +50,22 @@ static void charge_existing(struct tracer *T, struct proc *p, const char *pseudo
 		if (!maps_entry_is_anon(e) || !(e->perms & (MAPS_R | MAPS_W)))
 			continue;
 		/* A forked child shares its parent's pages until one of them writes: counted once, by the parent. */
-		if ((p->parent ? ledger_add_inherited : ledger_add_capped)(&p->ledger, e->start, e->end, node,
+		if ((p->parent ? ledger_add_inherited : ledger_add_capped)(p->ledger, e->start, e->end, node,
 									     SNAP_KIND_PSEUDO))
 			warning("out of memory recording the memory of process %d", (int)p->pid);
 	}
 	maps_fin(&maps);
+}
+
+void follow_reconcile_init(struct reconcile *r)
+{
+	r->at = 0;
+	u64map_init(&r->seen);
+}
+
+void follow_reconcile_fin(struct reconcile *r)
+{
+	u64map_fin(&r->seen);
 }
 
 int proc_follow(struct tracer *T, struct proc *p, pid_t tid, const char *pseudo, int arm)
@@ -55,25 +73,21 @@ int proc_follow(struct tracer *T, struct proc *p, pid_t tid, const char *pseudo,
 	p->profiled = 1;
 	if (!p->argv)
 		p->argv = procfs_argv(p->pid);
-	if (resid_open(&p->resid, p->pid) || modmap_load(&p->mm, &T->reg, p->pid))
+	if (lifecycle_ready(T, p))
 		return -1;
-	p->maps_loaded_at = tracer_now(T);
-	unwind_flush(&T->unw);
-	p->ready = 1;
-	p->last_faults = resid_faults(&p->resid);
 	charge_existing(T, p, pseudo);
-	p->inherited = p->parent != 0;
+	p->tree->inherited = p->parent != 0;
 	/* With --mappings-only, attach still needs the mapping calls' wrappers: there is no seccomp filter. */
 	if (arm && (!T->opts.no_heap || p->wrappers)) {
-		p->hooks.wrappers = p->wrappers;
-		p->hooks.no_heap = T->opts.no_heap;
+		p->hooks->wrappers = p->wrappers;
+		p->hooks->no_heap = T->opts.no_heap;
 		kheap_proc_setup(T, p);
-		if (hooks_exec(&p->hooks, tid, &p->mm, &T->reg) || hooks_scan(&p->hooks, tid, &p->mm, &T->reg))
+		if (hooks_exec(p->hooks, tid, p->mm, T->reg) || hooks_scan(p->hooks, tid, p->mm, T->reg))
 			warning("process %d: some malloc-family hooks are missing", (int)p->pid);
-	} else if (!arm && p->hooks.probe) {
+	} else if (!arm && p->hooks->probe) {
 		/* A forked child on the kernel path: the probes are its parent's; it gets its own. */
 		kheap_proc_setup(T, p);
-		if (hooks_scan(&p->hooks, tid, &p->mm, &T->reg))
+		if (hooks_scan(p->hooks, tid, p->mm, T->reg))
 			warning("process %d: some malloc-family hooks are missing", (int)p->pid);
 	}
 	return 0;
@@ -100,13 +114,13 @@ int procs_first_stop(struct tracer *T, struct tracee *t, int sig)
 		return 0;
 	}
 	/* Not followed: the breakpoints it inherited go, so it runs as it would untraced. */
-	if (hooks_remove(&p->hooks, t->tid))
+	if (hooks_remove(p->hooks, t->tid))
 		warning("process %d: some breakpoints could not be removed", (int)p->pid);
 	if (!T->attach)
 		return 0; /* launch: the seccomp filter needs a tracer; it stays traced, at its mapping calls only */
 	if (ptrace(PTRACE_DETACH, t->tid, 0, (void *)(long)sig) && errno != ESRCH)
-		warning("cannot detach from process %d: %s", (int)p->pid, strerror(errno));
-	tracer_remove_thread(T, t);
+		warning_errno("cannot detach from process %d", (int)p->pid);
+	lifecycle_remove_thread(T, t);
 	return 1;
 }
 
@@ -129,14 +143,14 @@ int procs_exec(struct tracer *T, struct tracee *t)
 		}
 	}
 	if (p->profiled) {
-		p->hooks.wrappers = p->wrappers;
+		p->hooks->wrappers = p->wrappers;
 		return 0;
 	}
 	if (was_shared && T->attach) {
 		/* A vfork child, not followed, now in a new image with no breakpoints: let it go. */
 		if (ptrace(PTRACE_DETACH, t->tid, 0, 0) && errno != ESRCH)
-			warning("cannot detach from process %d: %s", (int)p->pid, strerror(errno));
-		tracer_remove_thread(T, t);
+			warning_errno("cannot detach from process %d", (int)p->pid);
+		lifecycle_remove_thread(T, t);
 		return 1;
 	}
 	return 0;
@@ -154,9 +168,9 @@ static int holds_blocks(const struct heap *h, uint64_t start, uint64_t end)
 void proc_reconcile(struct tracer *T, struct proc *p)
 {
 	double now = tracer_now(T);
-	if (!p->wrappers || !p->ready || !p->nthreads || now - p->reconciled_at < 1.0)
+	if (!p->wrappers || !p->ready || !p->nthreads || now - p->rec->at < 1.0)
 		return;
-	p->reconciled_at = now;
+	p->rec->at = now;
 	struct maps maps;
 	if (proc_maps_read(p->pid, &maps)) {
 		maps_fin(&maps);
@@ -169,20 +183,20 @@ void proc_reconcile(struct tracer *T, struct proc *p)
 		if (!maps_entry_is_anon(e) || !(e->perms & (MAPS_R | MAPS_W)) ||
 		    (e->path && (!strcmp(e->path, "[heap]") || !strncmp(e->path, "[stack", 6))))
 			continue;
-		if (ledger_overlaps(&p->ledger, e->start, e->end) || u64map_get(&p->seen, e->start) != U64MAP_NONE)
+		if (ledger_overlaps(p->ledger, e->start, e->end) || u64map_get(&p->rec->seen, e->start) != U64MAP_NONE)
 			continue;
-		if (u64map_put(&p->seen, e->start, 1))
+		if (u64map_put(&p->rec->seen, e->start, 1))
 			break;
-		if (holds_blocks(&p->heap, e->start, e->end))
+		if (holds_blocks(p->heap, e->start, e->end))
 			continue;
 		/* Made by a raw system call, or by code with its own wrapper (the dynamic linker). */
 		if (node == STACKS_FAILED) {
-			uint32_t f = stacks_pseudo_frame(&T->stacks, "[unhooked mmap]");
-			node = f == STACKS_FAILED ? STACKS_ROOT : stacks_intern(&T->stacks, &f, 1);
+			uint32_t f = stacks_pseudo_frame(T->stacks, "[unhooked mmap]");
+			node = f == STACKS_FAILED ? STACKS_ROOT : stacks_intern(T->stacks, &f, 1);
 		}
-		if (ledger_add(&p->ledger, e->start, e->end, node, SNAP_KIND_PSEUDO))
+		if (ledger_add(p->ledger, e->start, e->end, node, SNAP_KIND_PSEUDO))
 			break;
-		T->reconciled++;
+		T->counts.reconciled++;
 	}
 	maps_fin(&maps);
 }

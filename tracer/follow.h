@@ -8,9 +8,20 @@
 
 #include <sys/types.h>
 
+#include "common/u64map.h"
+
 struct tracer;
 struct tracee;
 struct proc;
+
+/* A process's part (struct proc's rec): attach, the maps as last compared with the ledger. */
+struct reconcile {
+	double at;             /* when the maps were last compared */
+	struct u64map seen;    /* starts of mappings already looked at */
+};
+
+void follow_reconcile_init(struct reconcile *r);
+void follow_reconcile_fin(struct reconcile *r);
 
 /*
  * Starts profiling p, which is running already: its memory now is charged

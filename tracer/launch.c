@@ -25,10 +25,15 @@
 #include "common/error.h"
 #include "tracer/caveats.h"
 #include "tracer/core/session.h"
+#include "tracer/kernel/kheap.h"
+#include "tracer/lifecycle.h"
+#include "tracer/loop.h"
 #include "tracer/output/export.h"
 #include "tracer/output/live.h"
-#include "tracer/loop.h"
-#include "tracer/run.h"
+#include "tracer/output/snapshot.h"
+#include "tracer/output/summary.h"
+#include "tracer/session.h"
+#include "tracer/signals.h"
 
 #ifndef MADV_DONTNEED_LOCKED
 #define MADV_DONTNEED_LOCKED 24
@@ -55,7 +60,7 @@ static struct sock_filter filter[] = {
 	/* 10 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_mremap, 3, 0),
 	/* 11 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_execve, 2, 0),
 	/* 12 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_execveat, 1, 0),
-	/* 12' (the kernel path, tracer/kheap.h) */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_sigaltstack, 0, 1),
+	/* 12' (the kernel path, tracer/kernel/kheap.h) */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_sigaltstack, 0, 1),
 	/* 13 */ BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRACE),
 	/* 14 */ BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_brk, 0, 1),
 	/* 15 */ BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRACE),
@@ -86,7 +91,7 @@ static int install_filter(void)
 /* In the child: wait to be seized, install the filter, become the program. Never returns. */
 static void child_exec(char **argv, int report_fd, const sigset_t *mask)
 {
-	run_restore_handlers();
+	signals_restore();
 	sigprocmask(SIG_SETMASK, mask, NULL);
 	raise(SIGSTOP);
 	int msg[2] = { 0, 0 }; /* errno, and 1 when the filter failed */
@@ -125,21 +130,21 @@ int tracer_launch(const struct tracer_opts *o)
 {
 	static struct tracer T;
 	caveats_warn_launch(o->argv[0]);
-	if (run_init(&T, o) || kheap_choose(&T)) {
-		run_fin(&T);
+	if (session_init(&T, o) || kheap_choose(&T)) {
+		session_fin(&T);
 		return -1;
 	}
 	sigset_t mask;
 	sigprocmask(SIG_SETMASK, NULL, &mask);
 	int report[2];
 	if (pipe2(report, O_CLOEXEC)) {
-		run_fin(&T);
+		session_fin(&T);
 		return error_errno("cannot create a pipe");
 	}
-	run_install_handlers(0);
+	signals_install(0);
 	pid_t pid = fork();
 	if (pid < 0) {
-		run_fin(&T);
+		session_fin(&T);
 		return error_errno("cannot fork");
 	}
 	if (pid == 0) {
@@ -158,13 +163,13 @@ int tracer_launch(const struct tracer_opts *o)
 	if (started == pid && WIFSIGNALED(status)) {
 		/* Ctrl-C before the program started: the status a shell shows for it, and nothing to profile. */
 		close(report[0]);
-		run_fin(&T);
+		session_fin(&T);
 		return 128 + WTERMSIG(status);
 	}
 	if (started != pid || !WIFSTOPPED(status)) {
 		close(report[0]);
 		kill_child();
-		run_fin(&T);
+		session_fin(&T);
 		return error("the child did not start");
 	}
 	long opts = PTRACE_O_TRACESYSGOOD | PTRACE_O_TRACESECCOMP | PTRACE_O_TRACECLONE | PTRACE_O_TRACEFORK |
@@ -174,31 +179,31 @@ int tracer_launch(const struct tracer_opts *o)
 		close(report[0]);
 		kill_child();
 		waitpid(pid, &status, 0);
-		run_fin(&T);
+		session_fin(&T);
 		errno = e;
 		return error_errno("cannot trace the child (ptrace PTRACE_SEIZE)%s",
 				   e == EPERM ? "; is ptrace allowed here? (see /proc/sys/kernel/yama/ptrace_scope, CAP_SYS_PTRACE)" : "");
 	}
-	if (!tracer_add_thread(&T, pid) || kheap_start(&T)) {
+	if (!lifecycle_add_thread(&T, pid) || kheap_start(&T)) {
 		kill_child();
-		run_fin(&T);
+		session_fin(&T);
 		return -1;
 	}
 	char *def = NULL;
 	T.output = o->output ? o->output : (def = tracer_default_output(o->argv[0], pid));
 	if (!T.output) {
 		kill_child();
-		run_fin(&T);
+		session_fin(&T);
 		return error("out of memory");
 	}
 	/* The timer also writes growing peaks to disk, so it runs even without the timeline poll. */
-	run_start_timer(o->interval_ms ? o->interval_ms : 250);
+	signals_start_timer(o->interval_ms ? o->interval_ms : 250);
 	kill(pid, SIGCONT);
 
-	T.live_on = T.opts.live != NULL;
+	T.live->on = T.opts.live != NULL;
 	loop_run(&T);
 	live_end(&T);
-	run_stop_timer();
+	signals_stop_timer();
 	kheap_end(&T);
 
 	int msg[2];
@@ -210,7 +215,7 @@ int tracer_launch(const struct tracer_opts *o)
 			error_errno("cannot install the seccomp filter in the child");
 		else
 			error_errno("cannot run %s", o->argv[0]);
-		run_fin(&T);
+		session_fin(&T);
 		free(def);
 		return T.main_status >= 0 ? T.main_status : 127;
 	}
@@ -221,13 +226,11 @@ int tracer_launch(const struct tracer_opts *o)
 		error("no snapshot written; the program exited with status %d", T.main_status);
 		rc = -1;
 	} else {
-		if (!o->quiet) {
-			run_summary(p, T.output);
-			run_summary_children(&T);
-		}
-		rc = run_budget(&T, p, rc);
+		summary_peak(p, T.output);
+		summary_children(&T);
+		rc = summary_budget(&T, p, rc);
 	}
 	free(def);
-	run_fin(&T);
+	session_fin(&T);
 	return rc;
 }

@@ -1,6 +1,6 @@
 /*
  * The event loop. Every waitpid result is classified once, by next_event,
- * into one value of enum event (tracer/event.h); two tables over it say what
+ * into one value of enum event (tracer/core/event.h); two tables over it say what
  * to do: run_event while tracing (it restarts the thread as the event's rule
  * says) and park_event while ptfil holds every thread still, to arm its
  * breakpoints (attach) or take them out and detach (leaving). Every wait is
@@ -21,18 +21,26 @@
 #include <unistd.h>
 
 #include "common/error.h"
-#include "tracer/ptrace/breakpoints.h"
-#include "tracer/stacks/capture.h"
-#include "tracer/core/session.h"
 #include "tracer/core/event.h"
-#include "tracer/follow.h"
-#include "tracer/kernel/kheap.h"
-#include "tracer/output/live.h"
-#include "tracer/loop.h"
 #include "tracer/core/procfs.h"
 #include "tracer/core/rescue.h"
-#include "tracer/run.h"
+#include "tracer/core/session.h"
+#include "tracer/follow.h"
+#include "tracer/kernel/kheap.h"
+#include "tracer/lifecycle.h"
+#include "tracer/loop.h"
+#include "tracer/memory/ledger.h"
+#include "tracer/memory/peak.h"
+#include "tracer/memory/resid.h"
+#include "tracer/memory/tree.h"
+#include "tracer/output/live.h"
+#include "tracer/output/snapshot.h"
+#include "tracer/output/summary.h"
+#include "tracer/ptrace/breakpoints.h"
 #include "tracer/ptrace/mapcalls.h"
+#include "tracer/session.h"
+#include "tracer/signals.h"
+#include "tracer/stacks/capture.h"
 
 volatile sig_atomic_t loop_tick;
 volatile sig_atomic_t loop_forward[65];
@@ -102,7 +110,7 @@ static void classify(struct tracer *T, struct stop *s)
 	if (ptrace(PTRACE_GETREGS, t->tid, 0, &s->regs))
 		return;
 	s->have_regs = 1;
-	if (!calls_owns(t, &s->regs))
+	if (!bp_owns(t, &s->regs))
 		return;
 	if (s->ev == EVENT_SIGNAL) {
 		siginfo_t si;
@@ -128,7 +136,7 @@ static int next_event(struct tracer *T, struct stop *s, int options)
 	s->ev = event_decode(s->status);
 	if (!s->t && s->ev != EVENT_GONE) {
 		/* A new thread or child can report before its creator's event. */
-		if (!(s->t = tracer_add_thread(T, tid))) {
+		if (!(s->t = lifecycle_add_thread(T, tid))) {
 			/* Cannot keep track of it: let it run, as it would untraced. */
 			ptrace(PTRACE_CONT, tid, 0, (void *)(long)event_pending_signal(s->ev, s->status));
 			return 0;
@@ -151,13 +159,13 @@ static void on_exit_status(struct tracer *T, struct tracee *t, int status)
 	int last = p->nthreads == 1 && p->profiled && p->pid != T->main_pid;
 	/* The pages it shared with a parent or a child are theirs alone now. */
 	if (p->nthreads == 1 && p->profiled && T->opts.follow_forks)
-		sysc_refresh_inherited(T, p);
-	tracer_remove_thread(T, t);
+		peak_refresh_inherited(T, p);
+	lifecycle_remove_thread(T, t);
 	if (last) {
 		/* A followed child is done: its snapshot now, its tables freed. */
 		if (p->ready)
-			run_write(T, p, 0);
-		tracer_drop_proc(T, p);
+			snapshot_write(T, p, 0);
+		lifecycle_drop_proc(T, p);
 	}
 }
 
@@ -166,7 +174,7 @@ static void on_exit_event(struct tracer *T, struct tracee *t)
 {
 	struct proc *p = t->p;
 	if (!p->profiled && t->tid == p->pid && !T->attach) {
-		/* A child not profiled: what the tree says of it (tracer/tree.h), read while it is still there. */
+		/* A child not profiled: what the tree says of it (tracer/memory/tree.h), read while it is still there. */
 		p->vmhwm = resid_vmhwm(p->pid);
 		if (!p->argv)
 			p->argv = procfs_argv(p->pid);
@@ -175,51 +183,24 @@ static void on_exit_event(struct tracer *T, struct tracee *t)
 	if (!p->profiled || !p->ready)
 		return;
 	/* Its inherited pages as they are at the end, exactly (tree_check_peak measures them at most so often). */
-	if (p->inherited)
-		ledger_refresh_inherited(&p->ledger);
-	sysc_before_release(T, p, 0, 0);
+	if (p->tree->inherited)
+		ledger_refresh_inherited(p->ledger);
+	peak_last_look(T, p);
 	uint64_t hwm = resid_vmhwm(p->pid);
 	if (hwm > p->vmhwm)
 		p->vmhwm = hwm;
 	/* The last sample of the timeline is the state at exit. */
-	sysc_poll(T, p);
-}
-
-/* After exec: the thread may have had another tid, and the image has none of the old breakpoints. */
-static void new_image(struct tracer *T, struct tracee *t)
-{
-	unsigned long former = 0;
-	ptrace(PTRACE_GETEVENTMSG, t->tid, 0, &former);
-	/* A non-leader thread that execs takes the leader's tid; its old tid never reports an exit. */
-	if ((pid_t)former != t->tid) {
-		struct tracee *old = tracer_find(T, (pid_t)former);
-		if (old)
-			tracer_remove_thread(T, old);
-	}
-	struct proc *p = t->p;
-	t->in_alloc = 0;
-	t->kin_call = 0;
-	t->exiting = 0;
-	/* The kernel's probes of the old image go with it. */
-	kheap_proc_release(p);
-	rescue_return_done(t->rescue);
-	rescue_bytes_forget_pid(p->pid);
-	int wrappers = p->hooks.wrappers, no_heap = p->hooks.no_heap, exact = p->hooks.exact_sizes;
-	hooks_fin(&p->hooks);
-	hooks_init(&p->hooks);
-	p->hooks.wrappers = wrappers;
-	p->hooks.no_heap = no_heap;
-	p->hooks.exact_sizes = exact;
+	peak_poll(T, p);
 }
 
 /* Returns 1 when the thread was let go (it must not be restarted). */
 static int on_exec(struct tracer *T, struct tracee *t)
 {
 	struct proc *p = t->p;
-	new_image(T, t);
+	lifecycle_new_image(T, t);
 	if (procs_exec(T, t))
 		return 1;
-	if (p->profiled && sysc_exec(T, p))
+	if (p->profiled && lifecycle_exec(T, p))
 		warning("process %d: cannot read its memory after exec; its mappings are not charged", (int)p->pid);
 	return 0;
 }
@@ -236,7 +217,7 @@ static struct tracee *learn_child(struct tracer *T, struct tracee *t)
 		return NULL;
 	struct tracee *c = tracer_find(T, (pid_t)child);
 	if (!c && !tracer_retired(T, (pid_t)child))
-		c = tracer_add_thread(T, (pid_t)child);
+		c = lifecycle_add_thread(T, (pid_t)child);
 	return c;
 }
 
@@ -312,7 +293,7 @@ static void run_event(struct tracer *T, struct stop *s)
 		return;
 	case EVENT_TRAP:
 		/* An int3 of ours: a hooked call, its return, or a library load. */
-		calls_trap(T, t, &s->regs);
+		bp_trap(T, t, &s->regs);
 		T->spin_next = 1;
 		return;
 	case EVENT_SIGNAL: {
@@ -363,7 +344,7 @@ static void park_event(struct tracer *T, struct stop *s)
 		 * before that. Its breakpoints are its parent's, handled as usual.
 		 */
 		if (s->ev == EVENT_TRAP)
-			calls_trap(T, t, &s->regs);
+			bp_trap(T, t, &s->regs);
 		else
 			restart(t, PTRACE_CONT, event_pending_signal(s->ev, s->status));
 		return;
@@ -374,7 +355,7 @@ static void park_event(struct tracer *T, struct stop *s)
 		restart(t, PTRACE_CONT, 0);
 		return;
 	case EVENT_TRAP:
-		calls_park_trap(T, t, &s->regs);
+		bp_park_trap(T, t, &s->regs);
 		park(t, 0, 0);
 		return;
 	case EVENT_SYSCALL_EXIT:
@@ -389,7 +370,7 @@ static void park_event(struct tracer *T, struct stop *s)
 		park(t, 0, 0);
 		return;
 	case EVENT_EXEC:
-		new_image(T, t);
+		lifecycle_new_image(T, t);
 		p->shares_vm = 0;
 		park(t, 0, 0);
 		return;
@@ -469,13 +450,13 @@ static void tick(struct tracer *T)
 			continue;
 		proc_reconcile(T, p);
 		if (T->opts.interval_ms)
-			sysc_poll(T, p);
+			peak_poll(T, p);
 	}
-	run_checkpoint(T);
+	snapshot_checkpoint(T);
 	if (T->deadline > 0 && tracer_now(T) >= T->deadline)
 		loop_leave = 1;
 	live_tick(T);
-	if (T->live_leave)
+	if (T->live->leave)
 		loop_leave = 1;
 }
 
@@ -539,7 +520,7 @@ void loop_run(struct tracer *T)
 			loop_dump = 0;
 			struct proc *p = tracer_proc(T, T->main_pid);
 			if (p && p->ready)
-				run_write(T, p, 1);
+				snapshot_write(T, p, 1);
 		}
 		if (loop_leave && T->attach)
 			return;
@@ -586,7 +567,7 @@ static void sweep(struct tracer *T)
 				pid_t tracer = 0;
 				char st = procfs_state(t->tid, &tracer);
 				if (!st || tracer != self)
-					tracer_remove_thread(T, t);
+					lifecycle_remove_thread(T, t);
 				else if (st == 'Z' || st == 'X')
 					t->exiting = 1;
 				else if (ptrace(PTRACE_INTERRUPT, t->tid, 0, 0) && errno == ESRCH)

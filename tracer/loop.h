@@ -29,7 +29,7 @@ void loop_run(struct tracer *T);
 
 /*
  * Stops every traced thread and holds it (parked), with the signal it was
- * about to receive; ptfil's own int3 stops are undone (calls_park_trap).
+ * about to receive; ptfil's own int3 stops are undone (bp_park_trap).
  * Threads that exit, turn zombie or are found not to be ours meanwhile are
  * dropped. Returns 0, or -1 after error() when some were still running after
  * timeout seconds.

@@ -2,28 +2,9 @@
 #ifndef PTFIL_TRACER_H
 #define PTFIL_TRACER_H
 
-struct live_ui;
+#include "tracer/core/options.h"
 
-struct tracer_opts {
-	char **argv;              /* program and arguments, NULL-terminated */
-	const char *output;       /* snapshot path; NULL for the default name */
-	unsigned interval_ms;     /* residency poll for the timeline; 0 disables it */
-	int quiet;                /* no summary on stderr */
-	unsigned long long large_block; /* heap blocks this big or more are charged by residency; 0: default */
-	int no_heap;              /* no malloc-family hooks: mappings only */
-	int native_frames;        /* Python programs: keep every native frame, not only those inside the innermost Python frame */
-	int follow_forks;         /* profile every process of the tree, one snapshot each */
-	int attach_pid;           /* attach: the process to profile */
-	double duration;          /* attach: leave after this many seconds; 0 for never */
-	int heap_events;          /* enum heap_events (tracer/kheap.h): auto, uprobe or ptrace */
-	int exact_sizes;          /* ptrace path: hook glibc's malloc at its entry too, for requested sizes */
-	unsigned long long max_peak; /* launch --max-peak: the budget in bytes (the combined peak with
-	                              follow_forks), 0 for none */
-	const struct live_ui *live;  /* --live: the view, started by the caller (tracer/live.h); NULL for none */
-};
 
-/* launch's exit status when the program succeeded but its peak passed --max-peak. */
-#define PTFIL_EXIT_OVER_BUDGET 97
 
 /* The default snapshot name for a program and pid: "ptfil-NAME-PID.gz". Caller frees. */
 char *tracer_default_output(const char *prog, int pid);

@@ -130,7 +130,7 @@ def glibc_usable(n):
 
 def usable_sizes(doc):
     """True when the snapshot charged glibc's malloc blocks at their usable size: the ptrace path hooks
-    malloc at its returns, where the size asked for is gone (tracer/hooks.h), unless --exact-sizes."""
+    malloc at its returns, where the size asked for is gone (tracer/ptrace/hooks.h), unless --exact-sizes."""
     return doc["counters"].get("heap.usable_size_blocks", 0) > 0
 
 

@@ -67,7 +67,7 @@ def assert_heap_stacks(doc, function, allocators=ALLOCATORS):
 
 
 def kernel_path(counters):
-    """True when the malloc family went through kernel uprobes (tracer/kheap.h), not ptrace breakpoints."""
+    """True when the malloc family went through kernel uprobes (tracer/kernel/kheap.h), not ptrace breakpoints."""
     return counters.get("heap_events.uprobe", 0) == 1
 
 

@@ -1,4 +1,4 @@
-"""tracer/pylayout.c against the CPython interpreters it claims to know, through tests/targets/pylayout_probe.
+"""tracer/stacks/pylayout.c against the CPython interpreters it claims to know, through tests/targets/pylayout_probe.
 
 - The offsets ptfil reads with are those of each version's own internal headers: a C program compiled
   against them (python3.X-dev's Include/internal) prints offsetof() of every field, and the two must agree.

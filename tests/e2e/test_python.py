@@ -1,4 +1,4 @@
-"""Python frames read from outside the interpreter (tracer/pystack.c): each native eval-loop frame
+"""Python frames read from outside the interpreter (tracer/stacks/pystack.c): each native eval-loop frame
 is replaced by the Python lines it ran.
 
 tests/targets/py/sites.py allocates a bytearray of a known size on each line marked "# SITE: NAME",

@@ -1,4 +1,4 @@
-"""Unwinding that stops at the first frame shared with the last unwind (tracer/unwind.c, "splicing").
+"""Unwinding that stops at the first frame shared with the last unwind (tracer/stacks/unwind.c, "splicing").
 
 With PTFIL_UNWIND_VERIFY=1 ptfil unwinds every spliced stack a second time in full and counts
 the stacks that differ (unwind.splice_mismatches). Deep interpreter stacks splice most: CPython

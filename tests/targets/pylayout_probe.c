@@ -1,5 +1,5 @@
 /*
- * tracer/pylayout.c on its own, for tests/e2e/test_pylayout.py, which
+ * tracer/stacks/pylayout.c on its own, for tests/e2e/test_pylayout.py, which
  * compares it with what real CPython interpreters say about themselves:
  *
  *   pylayout_probe offsets MINOR      the layout of 3.MINOR, "field offset" per line

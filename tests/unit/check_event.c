@@ -1,4 +1,4 @@
-/* The stop classifier (tracer/event.c) over waitpid statuses: as the kernel encodes them, and recorded from a traced child. */
+/* The stop classifier (tracer/core/event.c) over waitpid statuses: as the kernel encodes them, and recorded from a traced child. */
 #include <check.h>
 #include <signal.h>
 #include <string.h>

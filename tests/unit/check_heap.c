@@ -107,7 +107,7 @@ static void check_table(const struct heap *h)
 	REQUIRE(h->n * 4 <= h->cap * 3, "%zu blocks in %zu slots", h->n, h->cap);
 }
 
-/* What tracer/calls.c record() does when a realloc returns result for old. */
+/* What tracer/ptrace/breakpoints.c record() does when a realloc returns result for old. */
 static void realloc_as_traced(struct heap *h, uint64_t old, uint64_t size, uint64_t result, uint32_t stack)
 {
 	if (old && (result || size == 0))

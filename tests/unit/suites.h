@@ -16,4 +16,6 @@ Suite *hooks_suite(void);
 Suite *grow_suite(void);
 Suite *exits_suite(void);
 Suite *pylayout_suite(void);
+Suite *sigmask_suite(void);
+Suite *alloc_suite(void);
 #endif

@@ -1,4 +1,4 @@
-/* Decoding a waitpid status into the one enum of ptrace stops (tracer/event.h). */
+/* Decoding a waitpid status into the one enum of ptrace stops (tracer/core/event.h). */
 #include "tracer/core/event.h"
 
 #include <signal.h>

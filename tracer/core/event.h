@@ -45,7 +45,7 @@ enum event {
 	EVENT_SIGNAL,
 	/*
 	 * Signal-delivery-stop of the signal a kernel-path probe sent because
-	 * the ring passed its mark (tracer/kheap.h): PTRACE_CONT with no signal,
+	 * the ring passed its mark (tracer/kernel/kheap.h): PTRACE_CONT with no signal,
 	 * once the ring is drained; never delivered. (Found by loop.c.)
 	 */
 	EVENT_BACKPRESSURE,

@@ -1,4 +1,4 @@
-/* The one reader of /proc/PID status, state, comm and cmdline (tracer/procfs.h). */
+/* Reading /proc/PID status fields, state, comm and cmdline while tracing (tracer/core/procfs.h). */
 #include "tracer/core/procfs.h"
 
 #include <stdio.h>

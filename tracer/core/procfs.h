@@ -1,7 +1,8 @@
 /*
- * The one reader of /proc/PID files that say what a process or thread is
- * (status fields, run state, command name, command line), for the whole
- * tracer. Memory and maps are read by resid.c and modules.c.
+ * Reading the /proc/PID files that say what a process or thread is (status
+ * fields, run state, command name, command line) while it is traced.
+ * Residency is read by memory/resid.c, maps by symbols/maps.c; the refusal
+ * checks before an attach (tracer/refuse.c) read the status file whole.
  */
 #ifndef PTFIL_PROCFS_H
 #define PTFIL_PROCFS_H

@@ -1,4 +1,4 @@
-/* A stopped thread's memory, read and written (tracer/remote.h). */
+/* A stopped thread's memory, read and written (tracer/core/remote.h). */
 #include "tracer/core/remote.h"
 
 #include <errno.h>

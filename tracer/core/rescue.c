@@ -1,5 +1,5 @@
 /*
- * The crash rescue (tracer/rescue.h): tables kept up to date by the tracer,
+ * The crash rescue (tracer/core/rescue.h): tables kept up to date by the tracer,
  * and a handler that uses nothing but system calls to put every target back
  * the way it was before ptfil itself dies.
  */
@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/ptrace.h>
@@ -309,7 +310,12 @@ static void on_crash(int sig)
 	sigset_t set;
 	sigemptyset(&set);
 	sigaddset(&set, sig);
-	sigprocmask(SIG_UNBLOCK, &set, NULL);
+	/*
+	 * Not sigprocmask: a crash inside libunwind would find ptfil's own
+	 * (stacks/sigmask.c) doing nothing, and the signal would stay blocked:
+	 * no core dump where the system would make one.
+	 */
+	pthread_sigmask(SIG_UNBLOCK, &set, NULL);
 	raise(sig);
 	_exit(128 + sig);
 }

@@ -1,5 +1,5 @@
 /*
- * Heap events through the kernel (tracer/kheap.h): choosing the path, the
+ * Heap events through the kernel (tracer/kernel/kheap.h): choosing the path, the
  * probes of each process, and the records applied to the ledger in the order
  * the program made the calls.
  */
@@ -22,7 +22,10 @@
 #include "common/grow.h"
 #include "symbols/maps.h"
 #include "symbols/sym.h"
-#include "tracer/ptrace/breakpoints.h"
+#include "tracer/memory/alloc.h"
+#include "tracer/ptrace/hooks.h"
+#include "tracer/stacks/modules.h"
+#include "tracer/stacks/unwind.h"
 #include "tracer/stacks/capture.h"
 #include "tracer/core/session.h"
 #include "tracer/kernel/kheap_rec.h"
@@ -32,7 +35,7 @@
 #include "tracer/kernel/uprobes.h"
 #endif
 
-_Static_assert(KH_FN_POSIX_MEMALIGN == HOOK_POSIX_MEMALIGN, "kheap_rec.h and hooks.h disagree");
+_Static_assert(KH_FN_POSIX_MEMALIGN == (int)ALLOC_POSIX_MEMALIGN, "kheap_rec.h and memory/alloc.h disagree");
 
 int kheap_parse(const char *s, enum heap_events *out)
 {
@@ -48,6 +51,8 @@ int kheap_parse(const char *s, enum heap_events *out)
 #ifdef HAVE_BPF
 
 struct kheap {
+	int open;                /* the programs are loaded: the kernel path runs */
+	struct kheap_stats stats;
 	struct kprobes kp;
 	int sigfd, epfd;
 	sigset_t old_mask;
@@ -87,15 +92,18 @@ static int open_kernel_path(struct tracer *T, char *why, size_t whylen)
 		return -1;
 	}
 	k->sigfd = k->epfd = -1;
+	k->open = 1;
 	T->kh = k;
 	tracer_of_probes = T;
+	T->on_sigaltstack = kheap_sigaltstack;
 	return 0;
 }
 
 #else
 
 struct kheap {
-	int unused;
+	int open;
+	struct kheap_stats stats;
 };
 
 static int open_kernel_path(struct tracer *T, char *why, size_t whylen)
@@ -109,7 +117,20 @@ static int open_kernel_path(struct tracer *T, char *why, size_t whylen)
 
 int kheap_on(const struct tracer *T)
 {
-	return T->kh != NULL;
+	return T->kh && T->kh->open;
+}
+
+const struct kheap_stats *kheap_stats(const struct tracer *T)
+{
+	static const struct kheap_stats none;
+	return T->kh ? &T->kh->stats : &none;
+}
+
+void kheap_free(struct tracer *T)
+{
+	kheap_end(T);
+	free(T->kh);
+	T->kh = NULL;
 }
 
 int kheap_choose(struct tracer *T)
@@ -123,8 +144,7 @@ int kheap_choose(struct tracer *T)
 		return 0;
 	if (mode == HEAP_EVENTS_UPROBE)
 		return error("cannot use kernel uprobes for heap events: %s; --heap-events=ptrace works without them", why);
-	if (!T->opts.quiet)
-		fprintf(stderr, "%s: heap events through ptrace: %s\n", error_progname(), why);
+	notice("heap events through ptrace: %s", why);
 	return 0;
 }
 
@@ -135,7 +155,7 @@ static void set_marks(struct tracer *T);
 int kheap_start(struct tracer *T)
 {
 	struct kheap *k = T->kh;
-	if (!k || k->epfd >= 0)
+	if (!kheap_on(T) || k->epfd >= 0)
 		return 0;
 	/*
 	 * The back-pressure signal. A launched program dies with ptfil
@@ -197,7 +217,7 @@ static void set_marks(struct tracer *T)
 	uint64_t ring = k->kp.ring_size, room = (uint64_t)(T->n_threads + 4) * (sizeof(struct kh_entry) + 16);
 	uint64_t stop = ring > 2 * room ? ring - room : ring / 4;
 	if (kprobes_config(&k->kp, stop, ring / 8, k->stop_signal))
-		warning("cannot set the ring buffer's marks: %s", strerror(errno));
+		warning_errno("cannot set the ring buffer's marks");
 }
 
 static void to_regs(const struct kh_entry *e, struct user_regs_struct *r)
@@ -223,73 +243,63 @@ static void to_regs(const struct kh_entry *e, struct user_regs_struct *r)
 }
 
 /*
- * Whether thread t's allocating call in progress is still there when a call
- * at stack pointer sp begins, whose return address is ret: a call from inside
- * it runs below its entry stack pointer. At that same stack pointer, a
- * function it jumped to in its place (reallocarray's tail call of realloc)
- * returns where it would have, through the kernel's return trampoline, which
- * lies in no module; a new call from the program (the outer one was left by
- * siglongjmp) returns into the program. Above it, the call was left too.
+ * What the kernel says of the return slot of thread t's call in flight, at an
+ * event whose stack pointer is sp and whose return address is ret: at the
+ * call's own stack pointer, a function it jumped to in its place
+ * (reallocarray's tail call of realloc) returns through the kernel's return
+ * trampoline, which lies in no module, while a new call from the program (the
+ * outer one was left by siglongjmp) returns into the program. Anywhere else
+ * the slot was not read: a call from inside runs below, and above it the call
+ * was left (memory/alloc.h).
  */
-static int inside_call(struct tracee *t, uint64_t sp, uint64_t ret)
+static enum alloc_slot return_slot(struct tracee *t, uint64_t sp, uint64_t ret)
 {
-	if (t->kin_call && (sp > t->call.rsp || (sp == t->call.rsp && modmap_find(&t->p->mm, ret))))
-		t->kin_call = 0;
-	return t->kin_call;
+	if (!alloc_active(t) || sp != t->call->sp)
+		return ALLOC_SLOT_UNKNOWN;
+	return modmap_find(t->p->mm, ret) ? ALLOC_SLOT_OVERWRITTEN : ALLOC_SLOT_OURS;
 }
 
 static void on_entry(struct tracer *T, struct tracee *t, const struct kh_entry *e, size_t len)
 {
-	struct proc *p = t->p;
 	if (len < offsetof(struct kh_entry, stack) || e->stack_len > len - offsetof(struct kh_entry, stack))
 		return;
-	uint64_t ret = 0;
+	uint64_t ret = 0, sp = e->regs[KH_RSP];
 	if (e->stack_len >= sizeof(ret))
 		memcpy(&ret, e->stack, sizeof(ret));
-	if (inside_call(t, e->regs[KH_RSP], ret)) {
-		/* realloc calling malloc, say: the outer call counts, as on the ptrace path. */
-		T->nested_calls++, t->p->counts.nested_calls++;
+	alloc_left_behind(t, sp, return_slot(t, sp, ret));
+	/* realloc calling malloc, say: the outer call counts, as on the ptrace path. */
+	if (!alloc_follow(T, t))
 		return;
-	}
-	t->kin_call = 1;
-	t->call.fn = (enum hook_fn)e->h.fn;
-	t->call.args[0] = e->h.a[0];
-	t->call.args[1] = e->h.a[1];
-	t->call.args[2] = e->h.a[2];
-	t->call.rsp = e->regs[KH_RSP];
-	t->call.stored_known = 0;
-	if ((t->call.fn == HOOK_REALLOC || t->call.fn == HOOK_REALLOCARRAY) && e->h.a[0])
-		calls_before_free(T, p, e->h.a[0]);
+	uint64_t args[3] = { e->h.a[0], e->h.a[1], e->h.a[2] };
+	alloc_enter(T, t, (enum alloc_fn)e->h.fn, args, sp);
 	struct user_regs_struct regs;
 	to_regs(e, &regs);
-	uint64_t late = T->unw.late_copies;
-	t->call.stack = capture_copied(T, t, &regs, e->stack, (size_t)e->stack_len);
-	T->kstats.late_copies += T->unw.late_copies != late;
+	uint64_t late = T->unw->late_copies;
+	alloc_set_stack(t, capture_copied(T, t, &regs, e->stack, (size_t)e->stack_len));
+	T->kh->stats.late_copies += T->unw->late_copies != late;
 }
 
 static void on_return(struct tracer *T, struct tracee *t, const struct kh_rec *r)
 {
 	/* Its stack pointer is past the entry's once the outer call returned; a nested one's is below. */
-	if (!t->kin_call || r->a[1] <= t->call.rsp)
+	if (!alloc_active(t) || r->a[1] <= t->call->sp)
 		return;
-	t->kin_call = 0;
-	if (r->kind & KH_STORED) {
-		t->call.stored = r->a[2];
-		t->call.stored_known = 1;
+	uint64_t block = 0;
+	if (t->call->fn == ALLOC_POSIX_MEMALIGN && r->a[0] == 0) {
+		/* The block it stored, as the kernel read it at the return; else as it is now. */
+		if (r->kind & KH_STORED)
+			block = r->a[2];
+		else if (remote_read(t->tid, t->call->args[0], &block, 8))
+			block = 0;
 	}
-	calls_record(T, t->p, t, r->a[0]);
+	alloc_exit(T, t, r->a[0], block);
 }
 
 static void on_free(struct tracer *T, struct tracee *t, const struct kh_rec *r)
 {
-	if (inside_call(t, r->a[1], r->a[2])) {
-		T->nested_calls++, t->p->counts.nested_calls++;
-		return;
-	}
-	if (r->a[0]) {
-		calls_before_free(T, t->p, r->a[0]);
-		heap_free(&t->p->heap, r->a[0]);
-	}
+	alloc_left_behind(t, r->a[1], return_slot(t, r->a[1], r->a[2]));
+	if (alloc_follow(T, t))
+		alloc_free(T, t, r->a[0]);
 }
 
 static void on_record(void *ctx, const void *rec, size_t len)
@@ -300,15 +310,15 @@ static void on_record(void *ctx, const void *rec, size_t len)
 		return;
 	struct tracee *t = tracer_find(T, (pid_t)r->tid);
 	if (!t || t->p->pid != (pid_t)r->tgid) {
-		T->kstats.unknown_thread++;
+		T->kh->stats.unknown_thread++;
 		return;
 	}
 	if (!t->p->profiled || !t->p->ready)
 		return;
-	t->p->krecords++;
+	t->p->kp->records++;
 	/* A thread on a signal stack above its stack: its process leaves at its next stop (kheap_leave_pending). */
 	if (r->kind & KH_ALTSTACK)
-		t->p->kleave = 1;
+		t->p->kp->leave = 1;
 	switch (KH_KIND(r->kind)) {
 	case KH_ENTRY:
 		on_entry(T, t, rec, len);
@@ -325,7 +335,7 @@ static void on_record(void *ctx, const void *rec, size_t len)
 void kheap_drain(struct tracer *T)
 {
 	struct kheap *k = T->kh;
-	if (!k)
+	if (!kheap_on(T))
 		return;
 	set_marks(T);
 	/* Records written while the last ones were applied are read too, up to a bound (the caller comes back). */
@@ -336,7 +346,7 @@ void kheap_drain(struct tracer *T)
 int kheap_owns_stop(struct tracer *T, struct tracee *t, int status)
 {
 	siginfo_t si;
-	if (!T->kh || WSTOPSIG(status) != T->kh->stop_signal || ptrace(PTRACE_GETSIGINFO, t->tid, 0, &si) ||
+	if (!kheap_on(T) || WSTOPSIG(status) != T->kh->stop_signal || ptrace(PTRACE_GETSIGINFO, t->tid, 0, &si) ||
 	    si.si_code != SI_KERNEL)
 		return 0;
 	return 1;
@@ -345,8 +355,8 @@ int kheap_owns_stop(struct tracer *T, struct tracee *t, int status)
 /* The Python interpreters' frames are read at the event: they stay on the ptrace path. */
 static int runs_python(struct tracer *T, struct proc *p)
 {
-	for (size_t i = 0; i < p->mm.n; i++) {
-		const struct modreg_entry *e = &T->reg.v[p->mm.v[i].gid];
+	for (size_t i = 0; i < p->mm->n; i++) {
+		const struct modreg_entry *e = &T->reg->v[p->mm->v[i].gid];
 		uint64_t off;
 		if (e->sym && !e->copy && sym_dynamic_data(e->sym, "_PyRuntime", &off) == 0)
 			return 1;
@@ -356,11 +366,12 @@ static int runs_python(struct tracer *T, struct proc *p)
 
 static int add_links(struct proc *p, const int *fds, size_t n)
 {
-	if (grow_array(&p->klinks, &p->cap_klinks, p->n_klinks + n, sizeof(*p->klinks), 8))
+	struct kproc *kp = p->kp;
+	if (grow_array(&kp->links, &kp->cap_links, kp->n_links + n, sizeof(*kp->links), 8))
 		return -1;
 	for (size_t i = 0; i < n; i++)
 		if (fds[i] >= 0)
-			p->klinks[p->n_klinks++] = fds[i];
+			kp->links[kp->n_links++] = fds[i];
 	return 0;
 }
 
@@ -402,10 +413,10 @@ static int probe_module(void *ctx, const struct modreg_entry *e, const struct ho
 {
 	struct proc *p = ctx;
 	struct tracer *T = tracer_of_probes;
-	if (!T || !T->kh)
+	if (!T || !kheap_on(T))
 		return -1;
-	if (!p->kpath_checked) {
-		p->kpath_checked = 1;
+	if (!p->kp->checked) {
+		p->kp->checked = 1;
 		/*
 		 * The kernel installs a process's probes through its main thread's
 		 * address space: once that thread has exited (a zombie leader),
@@ -414,14 +425,14 @@ static int probe_module(void *ctx, const struct modreg_entry *e, const struct ho
 		pid_t tracer = 0;
 		char st = procfs_state(p->pid, &tracer);
 		if (st == 'Z' || st == 'X') {
-			p->hooks.probe = NULL;
+			p->hooks->probe = NULL;
 			return 1;
 		}
 		if (runs_python(T, p)) {
-			p->hooks.probe = NULL;
-			if (p->pid == T->main_pid && T->opts.heap_events == HEAP_EVENTS_UPROBE && !T->opts.quiet)
-				fprintf(stderr, "%s: process %d runs Python, whose frames are read at each call: "
-					"its heap events go through ptrace\n", error_progname(), (int)p->pid);
+			p->hooks->probe = NULL;
+			if (p->pid == T->main_pid && T->opts.heap_events == HEAP_EVENTS_UPROBE)
+				notice("process %d runs Python, whose frames are read at each call: "
+				       "its heap events go through ptrace", (int)p->pid);
 			return 1;
 		}
 	}
@@ -459,7 +470,7 @@ static int probe_module(void *ctx, const struct modreg_entry *e, const struct ho
 		}
 	}
 	if (rc == 0)
-		p->kpath_used = 1;
+		p->kp->used = 1;
 out:
 	maps_fin(&maps);
 	return rc;
@@ -467,12 +478,12 @@ out:
 
 void kheap_proc_setup(struct tracer *T, struct proc *p)
 {
-	if (!T->kh)
+	if (!kheap_on(T))
 		return;
-	p->hooks.probe = probe_module;
-	p->hooks.probe_ctx = p;
-	p->kpath_checked = 0;
-	p->kpath_used = 0;
+	p->hooks->probe = probe_module;
+	p->hooks->probe_ctx = p;
+	p->kp->checked = 0;
+	p->kp->used = 0;
 }
 
 /*
@@ -484,30 +495,29 @@ void kheap_proc_setup(struct tracer *T, struct proc *p)
 static void leave_kernel_path(struct tracer *T, struct tracee *t)
 {
 	struct proc *p = t->p;
-	p->kleave = 0;
+	p->kp->leave = 0;
 	kheap_drain(T);
 	kheap_proc_release(p);
 	kheap_drain(T);
-	p->kleave = 0;
-	p->hooks.probe = NULL;
-	p->kpath_used = 0;
+	p->kp->leave = 0;
+	p->hooks->probe = NULL;
+	p->kp->used = 0;
 	for (size_t h = 0; h < TRACER_HASH; h++)
 		for (struct tracee *o = T->threads[h]; o; o = o->hnext)
 			if (o->p == p)
-				o->kin_call = 0;
-	p->hooks.n_scanned = 0;
-	if (hooks_scan(&p->hooks, t->tid, &p->mm, &T->reg))
+				alloc_forget(o);
+	p->hooks->n_scanned = 0;
+	if (hooks_scan(p->hooks, t->tid, p->mm, T->reg))
 		warning("process %d: some malloc-family hooks are missing", (int)p->pid);
-	if (!T->opts.quiet)
-		fprintf(stderr, "%s: process %d has a signal stack above its stack, where kernel uprobes cannot return: "
-			"its heap events go through ptrace from now on\n", error_progname(), (int)p->pid);
+	notice("process %d has a signal stack above its stack, where kernel uprobes cannot return: "
+	       "its heap events go through ptrace from now on", (int)p->pid);
 }
 
 void kheap_sigaltstack(struct tracer *T, struct tracee *t, uint64_t ss, uint64_t sp)
 {
 	struct proc *p = t->p;
 	stack_t st;
-	if (!T->kh || !p->kpath_used || !ss || remote_read(t->tid, ss, &st, sizeof(st)) ||
+	if (!kheap_on(T) || !p->kp->used || !ss || remote_read(t->tid, ss, &st, sizeof(st)) ||
 	    (st.ss_flags & SS_DISABLE) || (uint64_t)(uintptr_t)st.ss_sp <= sp)
 		return;
 	leave_kernel_path(T, t);
@@ -515,27 +525,35 @@ void kheap_sigaltstack(struct tracer *T, struct tracee *t, uint64_t ss, uint64_t
 
 void kheap_leave_pending(struct tracer *T, struct tracee *t)
 {
-	if (T->kh && t && t->p->kleave && t->p->kpath_used)
+	if (kheap_on(T) && t && t->p->kp->leave && t->p->kp->used)
 		leave_kernel_path(T, t);
 }
 
 void kheap_proc_release(struct proc *p)
 {
-	if (p->n_klinks)
-		kprobes_detach(p->klinks, p->n_klinks);
-	p->n_klinks = 0;
+	if (p->kp->n_links)
+		kprobes_detach(p->kp->links, p->kp->n_links);
+	p->kp->n_links = 0;
+}
+
+void kheap_proc_fin(struct proc *p)
+{
+	kheap_proc_release(p);
+	free(p->kp->links);
+	p->kp->links = NULL;
+	p->kp->cap_links = 0;
 }
 
 void kheap_refresh_stats(struct tracer *T)
 {
 	struct kheap *k = T->kh;
-	if (!k)
+	if (!kheap_on(T))
 		return;
 	uint64_t c[KH_NCOUNTERS];
 	kprobes_counters(&k->kp, c);
-	T->kstats.lost = c[KH_C_LOST];
-	T->kstats.short_stacks = c[KH_C_SHORT_STACK];
-	T->kstats.waits = k->kp.waits;
+	T->kh->stats.lost = c[KH_C_LOST];
+	T->kh->stats.short_stacks = c[KH_C_SHORT_STACK];
+	T->kh->stats.waits = k->kp.waits;
 }
 
 /* Every record applied, every process's probes out, and what they wrote meanwhile applied too. */
@@ -550,7 +568,7 @@ static void release_all(struct tracer *T)
 int kheap_leave(struct tracer *T)
 {
 	struct kheap *k = T->kh;
-	if (!k)
+	if (!kheap_on(T))
 		return 0;
 	release_all(T);
 	int n = 0;
@@ -573,13 +591,13 @@ int kheap_leave(struct tracer *T)
 void kheap_end(struct tracer *T)
 {
 	struct kheap *k = T->kh;
-	if (!k)
+	if (!kheap_on(T))
 		return;
 	release_all(T);
 	kheap_refresh_stats(T);
-	if (T->kstats.lost)
+	if (T->kh->stats.lost)
 		warning("%llu heap event records did not fit in the ring buffer: the heap figures are not exact "
-			"(a larger PTFIL_RING_KIB keeps them)", (unsigned long long)T->kstats.lost);
+			"(a larger PTFIL_RING_KIB keeps them)", (unsigned long long)T->kh->stats.lost);
 	if (k->sigfd >= 0)
 		close(k->sigfd);
 	if (k->epfd >= 0)
@@ -587,9 +605,9 @@ void kheap_end(struct tracer *T)
 	if (k->blocked)
 		sigprocmask(SIG_SETMASK, &k->old_mask, NULL);
 	kprobes_close(&k->kp);
-	free(k);
-	T->kh = NULL;
+	k->open = 0;
 	tracer_of_probes = NULL;
+	T->on_sigaltstack = NULL;
 }
 
 #else
@@ -604,6 +622,7 @@ void kheap_refresh_stats(struct tracer *T) { (void)T; }
 int kheap_leave(struct tracer *T) { (void)T; return 0; }
 void kheap_proc_setup(struct tracer *T, struct proc *p) { (void)T; (void)p; }
 void kheap_proc_release(struct proc *p) { (void)p; }
+void kheap_proc_fin(struct proc *p) { (void)p; }
 void kheap_end(struct tracer *T) { (void)T; }
 
 #endif

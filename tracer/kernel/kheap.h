@@ -1,8 +1,9 @@
 /*
  * Heap events through the kernel (docs/heap-events.md): the malloc family of
  * a traced process is probed by kernel uprobes whose BPF programs write one
- * ordered stream of records (tracer/kprobes.c); ptfil drains it between
- * ptrace stops and applies each record as calls.c applies a breakpoint's stop.
+ * ordered stream of records (kernel/uprobes.c); ptfil drains it between
+ * ptrace stops and gives each record to the heap-event sink
+ * (memory/alloc.h), as ptrace/breakpoints.c gives it a breakpoint's stop.
  * ptrace keeps everything else: launch and attach, the mapping calls,
  * threads, forks, exec, signals, leaving, and back-pressure (a thread the BPF
  * program stopped with SIGSTOP while ptfil catches up).
@@ -10,10 +11,10 @@
 #ifndef PTFIL_KHEAP_H
 #define PTFIL_KHEAP_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "tracer/ptrace/hooks.h"
 
 struct tracer;
 struct tracee;
@@ -34,6 +35,15 @@ struct kheap_stats {
 	uint64_t short_stacks;     /* stack copies shorter than a full one (the stack ended) */
 };
 
+/* A process's part (struct proc's kp). Storage is the process's; kheap_proc_release closes its links. */
+struct kproc {
+	int *links; size_t n_links, cap_links;  /* its uprobe links' fds */
+	int checked;          /* whether it runs Python was looked at */
+	int used;             /* the kernel probes some of its malloc family (in its current image) */
+	int leave;            /* it is to leave the kernel path at its next stop (kheap_leave_pending) */
+	uint64_t records;     /* its records applied */
+};
+
 /*
  * Chooses the path before any program is started or attached: for auto or
  * uprobe (T->opts.heap_events) the BPF programs are loaded and tested. auto
@@ -47,8 +57,12 @@ int kheap_start(struct tracer *T);
 void kheap_end(struct tracer *T);
 /* True when the kernel path is running. */
 int kheap_on(const struct tracer *T);
+/* What it did, kept after kheap_end (all zero when it never ran). */
+const struct kheap_stats *kheap_stats(const struct tracer *T);
+/* kheap_end, then what kheap_choose made is freed (the session's end). */
+void kheap_free(struct tracer *T);
 
-/* Reads the programs' own counters (lost records, short stacks) into T->kstats. */
+/* Reads the programs' own counters (lost records, short stacks) into kheap_stats. */
 void kheap_refresh_stats(struct tracer *T);
 
 /*
@@ -97,5 +111,7 @@ void kheap_sigaltstack(struct tracer *T, struct tracee *t, uint64_t ss, uint64_t
 void kheap_leave_pending(struct tracer *T, struct tracee *t);
 /* The probes of p's current image go (exec, exit, leaving): its links are closed. */
 void kheap_proc_release(struct proc *p);
+/* kheap_proc_release, then the links' table freed. */
+void kheap_proc_fin(struct proc *p);
 
 #endif

@@ -1,5 +1,5 @@
 /*
- * The records the kernel path's BPF programs (tracer/kheap.bpf.c) write into
+ * The records the kernel path's BPF programs (tracer/kernel/kheap.bpf.c) write into
  * their ring buffer, and the configuration ptfil gives them: one layout, read
  * by both sides. Plain C types of fixed width, so that the BPF target and the
  * host agree.
@@ -22,7 +22,7 @@ enum {
 #define KH_ALTSTACK 0x200
 #define KH_KIND(k) ((k) & 0xff)
 
-/* enum hook_fn's posix_memalign (tracer/hooks.h; kheap.c checks they agree): its block is returned through memory. */
+/* enum hook_fn's posix_memalign (tracer/ptrace/hooks.h; kheap.c checks they agree): its block is returned through memory. */
 #define KH_FN_POSIX_MEMALIGN 5
 
 /* Register slots of struct kh_entry, the ones an unwind can ask for. */

@@ -1,4 +1,4 @@
-/* The kernel path's BPF programs, links and ring buffer (tracer/kprobes.h). */
+/* The kernel path's BPF programs, links and ring buffer (tracer/kernel/uprobes.h). */
 #include "tracer/kernel/uprobes.h"
 
 #include <errno.h>

@@ -15,7 +15,23 @@
 
 struct tracer;
 struct proc;
-struct snap;
+struct ledger_charge;
+
+/*
+ * A process's part (struct proc's tree): its charge by stack at the combined
+ * peak, copied when that peak was gen (an older gen means it held nothing
+ * then: it had not started, or had gone), and the ranges it inherited at a
+ * fork. Storage is the process's; tree_share_fin frees the copy.
+ */
+struct tree_share {
+	struct ledger_charge *at_tree; size_t n_at_tree;
+	uint64_t charged;
+	unsigned gen;
+	int inherited;         /* has ranges forked from its parent, charged as they become its own */
+	double inherited_at;   /* when they were last measured (tree_check_peak) */
+};
+
+void tree_share_fin(struct tree_share *s);
 
 /* One stack's charge at the combined peak, kept for a process that has gone. */
 struct tree_charge {
@@ -63,19 +79,11 @@ void tree_check_peak(struct tracer *T);
 
 /*
  * Process p is going (its last thread gone, its snapshot written): its line
- * of the tree is kept. Under attach, processes that were not profiled are
- * not known well enough to list and are left out.
+ * of the tree is kept, with file, its snapshot's file name (owned from now
+ * on; NULL for none). Under attach, processes that were not profiled are not
+ * known well enough to list and are left out.
  */
-void tree_note(struct tracer *T, struct proc *p);
-
-/*
- * For the main process's snapshot s: the tree's processes (the main one
- * first, then by when they started) and, when more than one was profiled,
- * the combined peak with its stacks. map maps T->stacks nodes to s's nodes.
- * Times in s are the main process's clock (tracer_now). Returns 0, or -1
- * when out of memory.
- */
-int tree_export(struct tracer *T, struct snap *s, const uint32_t *map);
+void tree_note(struct tracer *T, struct proc *p, char *file);
 
 /*
  * The largest stack at the combined peak: its node in T->stacks, the

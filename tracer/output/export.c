@@ -9,9 +9,20 @@
 #include "symbols/debugfile.h"
 #include "symbols/srcline.h"
 #include "symbols/sym.h"
-#include "tracer/stacks/capture.h"
 #include "tracer/core/session.h"
+#include "tracer/kernel/kheap.h"
+#include "tracer/memory/heap.h"
+#include "tracer/memory/ledger.h"
+#include "tracer/memory/peak.h"
+#include "tracer/memory/resid.h"
+#include "tracer/memory/tree.h"
 #include "tracer/output/export.h"
+#include "tracer/ptrace/hooks.h"
+#include "tracer/stacks/capture.h"
+#include "tracer/stacks/modules.h"
+#include "tracer/stacks/pystack.h"
+#include "tracer/stacks/stacks.h"
+#include "tracer/stacks/unwind.h"
 
 static const char *stop_names[STOP__COUNT] = {
 	[STOP_SECCOMP] = "stops.seccomp",
@@ -57,8 +68,16 @@ static int fill_stacks(const struct ledger *l, const struct ledger_charge *c, si
 	return 0;
 }
 
+/* The stops by kind, then at most this many named counters (build_counters). */
+#define COUNTERS_MAX (STOP__COUNT + 96)
+
 static int counter(struct snap *s, size_t *k, const char *name, uint64_t v)
 {
+	if (*k >= COUNTERS_MAX) {
+		/* A bug of ptfil's, not a reason to lose the snapshot: the counter is left out. */
+		warning("more counters than the snapshot's table holds (%d): %s left out", COUNTERS_MAX, name);
+		return 0;
+	}
 	s->counters[*k].name = strdup(name);
 	s->counters[*k].count = v;
 	return s->counters[(*k)++].name ? 0 : -1;
@@ -79,13 +98,13 @@ struct srcmemo {
 
 void export_fin(struct tracer *T)
 {
-	for (size_t i = 0; i < T->n_src; i++) {
-		srcline_free(T->src[i].v, (size_t)T->src[i].n);
-		free(T->src[i].v);
+	for (size_t i = 0; i < T->exp->n_src; i++) {
+		srcline_free(T->exp->src[i].v, (size_t)T->exp->src[i].n);
+		free(T->exp->src[i].v);
 	}
-	free(T->src);
-	T->src = NULL;
-	T->n_src = 0;
+	free(T->exp->src);
+	T->exp->src = NULL;
+	T->exp->n_src = 0;
 	debugfile_fin();
 }
 
@@ -93,23 +112,23 @@ void export_fin(struct tracer *T)
 static int frame_source(struct tracer *T, uint32_t i, struct sym_srcframe **v)
 {
 	*v = NULL;
-	if (i >= T->n_src) {
-		size_t n = T->stacks.n_frames;
-		struct srcmemo *m = realloc(T->src, n * sizeof(*m));
+	if (i >= T->exp->n_src) {
+		size_t n = T->stacks->n_frames;
+		struct srcmemo *m = realloc(T->exp->src, n * sizeof(*m));
 		if (!m)
 			return 0;  /* without lines, not without a snapshot */
-		memset(m + T->n_src, 0, (n - T->n_src) * sizeof(*m));
-		T->src = m;
-		T->n_src = n;
+		memset(m + T->exp->n_src, 0, (n - T->exp->n_src) * sizeof(*m));
+		T->exp->src = m;
+		T->exp->n_src = n;
 	}
-	struct srcmemo *m = &T->src[i];
+	struct srcmemo *m = &T->exp->src[i];
 	if (!m->done) {
 		m->done = 1;
-		const struct stacks_frame *f = &T->stacks.frames[i];
-		struct sym_file *sym = f->module < T->reg.n && !f->name ? T->reg.v[f->module].sym : NULL;
+		const struct stacks_frame *f = &T->stacks->frames[i];
+		struct sym_file *sym = f->module < T->reg->n && !f->name ? T->reg->v[f->module].sym : NULL;
 		struct sym_srcframe tmp[SRCLINE_MAX];
 		int n = sym ? sym_source(sym, f->offset, tmp) : 0;
-		T->src_lookups += sym != NULL;
+		T->exp->src_lookups += sym != NULL;
 		if (n > 0 && (m->v = malloc((size_t)n * sizeof(*m->v))) != NULL) {
 			memcpy(m->v, tmp, (size_t)n * sizeof(*m->v));
 			m->n = n;
@@ -124,10 +143,10 @@ static int frame_source(struct tracer *T, uint32_t i, struct sym_srcframe **v)
 /* Modules used by some frame: mark[g] = 1. NULL when memory runs out. */
 static char *used_modules(struct tracer *T)
 {
-	char *used = calloc(T->reg.n ? T->reg.n : 1, 1);
-	for (size_t i = 0; used && i < T->stacks.n_frames; i++) {
-		const struct stacks_frame *f = &T->stacks.frames[i];
-		if (!f->name && f->module < T->reg.n)
+	char *used = calloc(T->reg->n ? T->reg->n : 1, 1);
+	for (size_t i = 0; used && i < T->stacks->n_frames; i++) {
+		const struct stacks_frame *f = &T->stacks->frames[i];
+		if (!f->name && f->module < T->reg->n)
 			used[f->module] = 1;
 	}
 	return used;
@@ -142,11 +161,11 @@ static void fetch_debug_files(struct tracer *T)
 	if (!debugfile_have_servers())
 		return;
 	char *used = used_modules(T);
-	for (size_t g = 0; used && g < T->reg.n; g++) {
-		struct sym_file *sym = T->reg.v[g].sym;
+	for (size_t g = 0; used && g < T->reg->n; g++) {
+		struct sym_file *sym = T->reg->v[g].sym;
 		const char *why;
 		if (used[g] && sym && !sym_has_lines(sym) && sym_build_id(sym) && sym_fetch_debug(sym, &why) == 0)
-			T->src_fetched++;
+			T->exp->src_fetched++;
 	}
 	free(used);
 }
@@ -169,15 +188,15 @@ static char symbols_kind(enum sym_names n)
  */
 static int fill_modules(struct tracer *T, struct snap *s)
 {
-	s->modules = calloc(T->reg.n ? T->reg.n : 1, sizeof(*s->modules));
+	s->modules = calloc(T->reg->n ? T->reg->n : 1, sizeof(*s->modules));
 	char *used = used_modules(T);
 	if (!s->modules || !used) {
 		free(used);
 		return -1;
 	}
-	s->n_modules = T->reg.n;
-	for (size_t i = 0; i < T->reg.n; i++) {
-		struct modreg_entry *e = &T->reg.v[i];
+	s->n_modules = T->reg->n;
+	for (size_t i = 0; i < T->reg->n; i++) {
+		struct modreg_entry *e = &T->reg->v[i];
 		struct snap_module *m = &s->modules[i];
 		m->path = strdup(e->path);
 		m->build_id = dup_or_null(e->build_id); /* as mapped: the file may be gone or replaced */
@@ -200,7 +219,14 @@ static int fill_modules(struct tracer *T, struct snap *s)
 	return 0;
 }
 
-static int build(struct tracer *T, struct proc *p, int live, struct snap *s, struct remap *rm)
+/* Times in a snapshot count from when its process was first seen (the main one: the start). */
+static double time_origin(struct tracer *T, const struct proc *p)
+{
+	return p->pid == T->main_pid ? 0 : p->started;
+}
+
+/* The snapshot's header: versions, the command line, the process's times and VmHWM. */
+static int build_header(struct tracer *T, struct proc *p, struct snap *s)
 {
 	s->version = SNAP_FORMAT_VERSION;
 	s->ptfil_version = strdup(PTFIL_VERSION);
@@ -216,8 +242,7 @@ static int build(struct tracer *T, struct proc *p, int live, struct snap *s, str
 		if (!(s->argv[i] = strdup(argv[i])))
 			return -1;
 	s->pid = p->pid;
-	/* Times in the snapshot count from when this process was first seen. */
-	double t0 = p->pid == T->main_pid ? 0 : p->started;
+	double t0 = time_origin(T, p);
 	s->start_time = T->start_time + t0;
 	s->duration = (p->end_time ? p->end_time : tracer_now(T)) - t0;
 	s->exit_status = p->status;
@@ -228,15 +253,19 @@ static int build(struct tracer *T, struct proc *p, int live, struct snap *s, str
 	}
 	s->vmhwm = p->vmhwm;
 	s->page_size = (uint64_t)sysconf(_SC_PAGESIZE);
+	return 0;
+}
 
-	/*
-	 * Frames: each stack frame, preceded by the calls the compiler inlined
-	 * at its address (innermost first), so that frames first[i] ..
-	 * first[i + 1] - 1 stand for stack frame i, itself the last of them.
-	 */
+/*
+ * Frames: each stack frame, preceded by the calls the compiler inlined at its
+ * address (innermost first), named and with its source line; then the modules.
+ */
+static int build_frames(struct tracer *T, struct snap *s, struct remap *rm)
+{
+	/* Frames first[i] .. first[i + 1] - 1 stand for stack frame i, itself the last of them. */
 	double t_src = tracer_now(T);
 	fetch_debug_files(T);
-	size_t nf = T->stacks.n_frames;
+	size_t nf = T->stacks->n_frames;
 	if (!(rm->first = calloc(nf + 1, sizeof(*rm->first))))
 		return -1;
 	size_t n_out = 0;
@@ -251,11 +280,11 @@ static int build(struct tracer *T, struct proc *p, int live, struct snap *s, str
 		return -1;
 	s->n_frames = n_out;
 	for (size_t i = 0; i < nf; i++) {
-		const struct stacks_frame *f = &T->stacks.frames[i];
+		const struct stacks_frame *f = &T->stacks->frames[i];
 		struct snap_frame *o = &s->frames[rm->first[i + 1] - 1];
 		o->offset = f->offset;
 		if (f->module == STACKS_PY_MODULE) {
-			const struct pyname *py = &T->pynames.v[f->offset >> 32];
+			const struct pyname *py = &T->cap->pynames.v[f->offset >> 32];
 			o->kind = SNAP_FRAME_PYTHON;
 			o->module = -1;
 			o->offset = 0;
@@ -276,7 +305,7 @@ static int build(struct tracer *T, struct proc *p, int live, struct snap *s, str
 			continue;
 		}
 		o->module = (int32_t)f->module;
-		const struct modreg_entry *e = &T->reg.v[f->module];
+		const struct modreg_entry *e = &T->reg->v[f->module];
 		const char *name = e->sym ? sym_lookup(e->sym, f->offset, NULL) : NULL;
 		/* C++ names are written demangled: the snapshot is read by people. */
 		o->function = sym_demangle(name);
@@ -306,13 +335,16 @@ static int build(struct tracer *T, struct proc *p, int live, struct snap *s, str
 				return -1;
 		}
 	}
-	T->src_seconds += tracer_now(T) - t_src;
-	if (fill_modules(T, s))
-		return -1;
+	T->exp->src_seconds += tracer_now(T) - t_src;
+	return fill_modules(T, s);
+}
+
+static int build_nodes(struct tracer *T, struct snap *s, struct remap *rm)
+{
 	/* Nodes: stack node m becomes a chain, its frame's inlined calls below it; rm->node[m] is the chain's innermost. */
-	size_t nn = T->stacks.n_nodes, total_nodes = 1;
+	size_t nn = T->stacks->n_nodes, total_nodes = 1;
 	for (size_t m = 1; m < nn; m++) {
-		uint32_t fi = T->stacks.nodes[m].frame;
+		uint32_t fi = T->stacks->nodes[m].frame;
 		total_nodes += rm->first[fi + 1] - rm->first[fi];
 	}
 	if (total_nodes > UINT32_MAX || !(rm->node = calloc(nn ? nn : 1, sizeof(*rm->node))) ||
@@ -321,21 +353,28 @@ static int build(struct tracer *T, struct proc *p, int live, struct snap *s, str
 	s->n_nodes = total_nodes;
 	size_t k_node = 1;
 	for (size_t m = 1; m < nn; m++) {
-		uint32_t fi = T->stacks.nodes[m].frame;
-		uint32_t parent = rm->node[T->stacks.nodes[m].parent];
+		uint32_t fi = T->stacks->nodes[m].frame;
+		uint32_t parent = rm->node[T->stacks->nodes[m].parent];
 		for (uint32_t j = rm->first[fi + 1]; j-- > rm->first[fi];) {
 			s->nodes[k_node] = (struct snap_node){ parent, j };
 			parent = (uint32_t)k_node++;
 		}
 		rm->node[m] = parent;
 	}
-	const struct ledger *l = &p->ledger;
+	return 0;
+}
+
+/* The charge by stack at the peak (with live, now), what is live at the end, the timeline. */
+static int build_charges(struct tracer *T, struct proc *p, int live, struct snap *s, const struct remap *rm)
+{
+	const struct ledger *l = p->ledger;
+	double t0 = time_origin(T, p);
 	if (live) {
 		/* What is live now stands in for the peak: a snapshot of the present, for leak hunting. */
 		s->peak.time = tracer_now(T) - t0;
 		s->peak.charged = l->charged;
 		s->peak.reserved = l->reserved;
-		s->peak.rss = p->nthreads ? resid_rss(&p->resid) : 0;
+		s->peak.rss = p->nthreads ? resid_rss(p->resid) : 0;
 		if (fill_stacks(l, l->by_stack, l->n_stacks, &s->stacks, &s->n_stacks))
 			return -1;
 	} else {
@@ -353,26 +392,32 @@ static int build(struct tracer *T, struct proc *p, int live, struct snap *s, str
 		s->stacks[i].node = rm->node[s->stacks[i].node];
 	for (size_t i = 0; i < s->n_live; i++)
 		s->live[i].node = rm->node[s->live[i].node];
-	s->samples = calloc(p->n_samples ? p->n_samples : 1, sizeof(*s->samples));
+	s->samples = calloc(p->pk->n_samples ? p->pk->n_samples : 1, sizeof(*s->samples));
 	if (!s->samples)
 		return -1;
-	s->n_samples = p->n_samples;
-	for (size_t i = 0; i < p->n_samples; i++) {
-		s->samples[i].time = p->samples[i].time - t0;
-		s->samples[i].charged = p->samples[i].charged;
-		s->samples[i].rss = p->samples[i].rss;
+	s->n_samples = p->pk->n_samples;
+	for (size_t i = 0; i < p->pk->n_samples; i++) {
+		s->samples[i].time = p->pk->samples[i].time - t0;
+		s->samples[i].charged = p->pk->samples[i].charged;
+		s->samples[i].rss = p->pk->samples[i].rss;
 	}
-	s->counters = calloc(STOP__COUNT + 96, sizeof(*s->counters)); /* stops, then the named counters below */
+	return 0;
+}
+
+/* The counters: what tracing this process cost, and how (the table holds COUNTERS_MAX at most). */
+static int build_counters(struct tracer *T, struct proc *p, struct snap *s)
+{
+	s->counters = calloc(COUNTERS_MAX, sizeof(*s->counters));
 	if (!s->counters)
 		return -1;
 	size_t k = 0;
 	uint64_t total = 0, run_total = 0;
 	/* This process's own stops and unwinds; with --follow-forks, the whole run's beside them. */
-	capture_account(T, T->unw_owner);
+	capture_account(T, T->cap->unw_owner);
 	const struct proc_counts *pc = &p->counts;
 	for (int i = 0; i < STOP__COUNT; i++) {
 		total += pc->stops[i];
-		run_total += T->stops[i];
+		run_total += T->counts.stops[i];
 		if (counter(s, &k, stop_names[i], pc->stops[i]))
 			return -1;
 	}
@@ -383,54 +428,62 @@ static int build(struct tracer *T, struct proc *p, int live, struct snap *s, str
 	    counter(s, &k, "unwind.splices", pc->splices) ||
 	    counter(s, &k, "unwind.spliced_frames", pc->spliced_frames) ||
 	    (T->opts.follow_forks && (counter(s, &k, "run.stops.total", run_total) ||
-				      counter(s, &k, "run.unwinds", T->unw.unwinds))) ||
-	    (T->tree.unprofiled && (counter(s, &k, "children.unprofiled", T->tree.unprofiled) ||
-				    counter(s, &k, "children.unprofiled_max_vmhwm_bytes", T->tree.unprofiled_hwm))) ||
-	    (T->unw.verify && counter(s, &k, "unwind.splice_mismatches", T->unw.splice_mismatches)) ||
-	    counter(s, &k, "residency.refreshes", T->refreshes) ||
-	    counter(s, &k, "symbols.lookups", T->src_lookups) ||
-	    counter(s, &k, "symbols.us", (uint64_t)(T->src_seconds * 1e6)) ||
-	    counter(s, &k, "symbols.fetched", T->src_fetched) ||
-	    counter(s, &k, "attach.unhooked_mappings", T->reconciled) ||
-	    counter(s, &k, "residency.measures", p->ledger.measures) ||
-	    counter(s, &k, "heap.allocs", p->heap.allocs) ||
-	    counter(s, &k, "heap.frees", p->heap.frees + p->heap.unknown_frees) ||
-	    counter(s, &k, "heap.unknown_frees", p->heap.unknown_frees) ||
+				      counter(s, &k, "run.unwinds", T->unw->unwinds))) ||
+	    (T->tree->unprofiled && (counter(s, &k, "children.unprofiled", T->tree->unprofiled) ||
+				    counter(s, &k, "children.unprofiled_max_vmhwm_bytes", T->tree->unprofiled_hwm))) ||
+	    (T->unw->verify && counter(s, &k, "unwind.splice_mismatches", T->unw->splice_mismatches)) ||
+	    counter(s, &k, "residency.refreshes", T->counts.refreshes) ||
+	    counter(s, &k, "symbols.lookups", T->exp->src_lookups) ||
+	    counter(s, &k, "symbols.us", (uint64_t)(T->exp->src_seconds * 1e6)) ||
+	    counter(s, &k, "symbols.fetched", T->exp->src_fetched) ||
+	    counter(s, &k, "attach.unhooked_mappings", T->counts.reconciled) ||
+	    counter(s, &k, "residency.measures", p->ledger->measures) ||
+	    counter(s, &k, "heap.allocs", p->heap->allocs) ||
+	    counter(s, &k, "heap.frees", p->heap->frees + p->heap->unknown_frees) ||
+	    counter(s, &k, "heap.unknown_frees", p->heap->unknown_frees) ||
 	    counter(s, &k, "heap.nested", pc->nested_calls) ||
 	    counter(s, &k, "heap.usable_size_blocks", pc->usable_blocks) ||
 	    (pc->unsized_blocks && counter(s, &k, "heap.unsized_blocks", pc->unsized_blocks)) ||
 	    counter(s, &k, "tracer.vmhwm_bytes", resid_vmhwm(getpid())) ||
-	    counter(s, &k, "tracer.live_blocks", p->heap.n) ||
-	    counter(s, &k, "tracer.stack_nodes", T->stacks.n_nodes) ||
+	    counter(s, &k, "tracer.live_blocks", p->heap->n) ||
+	    counter(s, &k, "tracer.stack_nodes", T->stacks->n_nodes) ||
 	    (T->opts.no_heap && counter(s, &k, "options.mappings_only", 1)) ||
 	    (T->opts.exact_sizes && counter(s, &k, "options.exact_sizes", 1)) ||
 	    (T->opts.native_frames && counter(s, &k, "options.native_frames", 1)))
 		return -1;
-	/* Which path saw the malloc family, and what the kernel path did (tracer/kheap.h). */
+	/* Which path saw the malloc family, and what the kernel path did (tracer/kernel/kheap.h). */
 	kheap_refresh_stats(T);
-	const struct kheap_stats *ks = &T->kstats;
-	if (!T->opts.no_heap && counter(s, &k, p->kpath_used ? "heap_events.uprobe" : "heap_events.ptrace", 1))
+	const struct kheap_stats *ks = kheap_stats(T);
+	if (!T->opts.no_heap && counter(s, &k, p->kp->used ? "heap_events.uprobe" : "heap_events.ptrace", 1))
 		return -1;
-	if (p->kpath_used &&
-	    (counter(s, &k, "kernel.records", p->krecords) || counter(s, &k, "kernel.lost", ks->lost) ||
-	     counter(s, &k, "kernel.backpressure", T->stops[STOP_BACKPRESSURE]) ||
+	if (p->kp->used &&
+	    (counter(s, &k, "kernel.records", p->kp->records) || counter(s, &k, "kernel.lost", ks->lost) ||
+	     counter(s, &k, "kernel.backpressure", T->counts.stops[STOP_BACKPRESSURE]) ||
 	     counter(s, &k, "kernel.waits", ks->waits) || counter(s, &k, "kernel.late_copies", ks->late_copies) ||
 	     counter(s, &k, "kernel.short_stacks", ks->short_stacks) ||
 	     counter(s, &k, "kernel.unknown_threads", ks->unknown_thread)))
 		return -1;
-	const struct pystats *ps = &T->pystats;
-	if (p->py.state == PY_READY &&
-	    (counter(s, &k, "python.minor_version", p->py.l->minor) ||
-	     counter(s, &k, "python.layout_debug_offsets", (uint64_t)p->py.l->debug_offsets) ||
+	const struct pystats *ps = &T->cap->pystats;
+	if (p->py->state == PY_READY &&
+	    (counter(s, &k, "python.minor_version", p->py->l->minor) ||
+	     counter(s, &k, "python.layout_debug_offsets", (uint64_t)p->py->l->debug_offsets) ||
 	     counter(s, &k, "python.stacks", ps->stacks) || counter(s, &k, "python.frames", ps->frames) ||
 	     counter(s, &k, "python.reads", ps->reads) || counter(s, &k, "python.code_decodes", ps->code_decodes) ||
 	     counter(s, &k, "python.code_hits", ps->code_hits) || counter(s, &k, "python.thread_scans", ps->thread_scans) ||
-	     counter(s, &k, "python.no_thread_state", p->py.no_thread) || counter(s, &k, "python.cut", ps->cut) ||
+	     counter(s, &k, "python.no_thread_state", p->py->no_thread) || counter(s, &k, "python.cut", ps->cut) ||
 	     counter(s, &k, "python.group_mismatches", ps->group_mismatch) ||
 	     counter(s, &k, "python.native_stacks", ps->native_stacks) ||
 	     counter(s, &k, "python.native_us", ps->native_us) || counter(s, &k, "python.python_us", ps->python_us)))
 		return -1;
 	s->n_counters = k;
+	return 0;
+}
+
+static int build(struct tracer *T, struct proc *p, int live, struct snap *s, struct remap *rm)
+{
+	if (build_header(T, p, s) || build_frames(T, s, rm) || build_nodes(T, s, rm) ||
+	    build_charges(T, p, live, s, rm) || build_counters(T, p, s))
+		return -1;
 	/* The main process's snapshot carries the tree: every process, and the combined peak. */
 	if (p->pid == T->main_pid && !live && tree_export(T, s, rm->node))
 		return -1;
@@ -439,21 +492,21 @@ static int build(struct tracer *T, struct proc *p, int live, struct snap *s, str
 
 void export_frame_text(struct tracer *T, uint32_t fi, int lines, char *buf, size_t size)
 {
-	const struct stacks_frame *f = &T->stacks.frames[fi];
+	const struct stacks_frame *f = &T->stacks->frames[fi];
 	if (f->module == STACKS_PY_MODULE) {
-		const struct pyname *py = &T->pynames.v[f->offset >> 32];
+		const struct pyname *py = &T->cap->pynames.v[f->offset >> 32];
 		const char *slash = strrchr(py->file, '/');
 		snprintf(buf, size, "%s (%s:%u)", py->function, slash ? slash + 1 : py->file, (unsigned)f->offset);
 		return;
 	}
-	if (f->name || f->module == STACKS_NO_MODULE || f->module >= T->reg.n) {
+	if (f->name || f->module == STACKS_NO_MODULE || f->module >= T->reg->n) {
 		if (f->name)
 			snprintf(buf, size, "%s", f->name);
 		else
 			snprintf(buf, size, "0x%llx", (unsigned long long)f->offset);
 		return;
 	}
-	const struct modreg_entry *e = &T->reg.v[f->module];
+	const struct modreg_entry *e = &T->reg->v[f->module];
 	const char *name = e->sym ? sym_lookup(e->sym, f->offset, NULL) : NULL;
 	char *dm = sym_demangle(name);
 	struct sym_srcframe *v = NULL;
@@ -477,8 +530,8 @@ char *export_stack_text(struct tracer *T, uint32_t node, size_t max)
 	char buf[2048], one[512];
 	size_t k = 0, shown = 0;
 	buf[0] = '\0';
-	for (uint32_t n = node; n != STACKS_ROOT && n < T->stacks.n_nodes && shown < max; n = T->stacks.nodes[n].parent) {
-		export_frame_text(T, T->stacks.nodes[n].frame, 1, one, sizeof(one));
+	for (uint32_t n = node; n != STACKS_ROOT && n < T->stacks->n_nodes && shown < max; n = T->stacks->nodes[n].parent) {
+		export_frame_text(T, T->stacks->nodes[n].frame, 1, one, sizeof(one));
 		int w = snprintf(buf + k, sizeof(buf) - k, "%s%s", shown++ ? " <- " : "", one);
 		if (w < 0 || (size_t)w >= sizeof(buf) - k)
 			break;

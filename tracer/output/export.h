@@ -9,6 +9,18 @@
 
 struct tracer;
 struct proc;
+struct snap;
+struct srcmemo;
+
+/* The run's part (struct tracer's exp): what writing snapshots keeps from one to the next. */
+struct export {
+	struct srcmemo *src;       /* source lines of stack frame i, resolved when written */
+	size_t n_src;
+	uint64_t src_lookups;      /* frames looked up in DWARF, for the counters */
+	double src_seconds;        /* time spent resolving them and fetching debug files */
+	uint64_t src_fetched;      /* debug files fetched from debuginfod */
+	unsigned live_written;     /* SIGUSR1 snapshots so far (output/snapshot.h) */
+};
 
 /*
  * Writes process p's snapshot to path: its peak, or with live, what
@@ -19,7 +31,7 @@ int tracer_write_snapshot(struct tracer *T, struct proc *p, int live, const char
 /*
  * Source lines of native frames are resolved when a snapshot is written,
  * once per frame for the whole run (stack frames keep their numbers), and
- * kept for the next snapshot: this frees them.
+ * kept for the next snapshot (T->exp): this frees them.
  */
 void export_fin(struct tracer *T);
 
@@ -36,5 +48,15 @@ char *export_stack_text(struct tracer *T, uint32_t node, size_t max);
  * instead of a source line (no DWARF is read: cheap while tracing).
  */
 void export_frame_text(struct tracer *T, uint32_t fi, int lines, char *buf, size_t size);
+
+/*
+ * For the main process's snapshot s (tree_export.c): the tree's processes (the main one
+ * first, then by when they started) and, when more than one was profiled,
+ * the combined peak with its stacks. map maps T->stacks nodes to s's nodes.
+ * Times in s are the main process's clock (tracer_now). Returns 0, or -1
+ * when out of memory.
+ */
+int tree_export(struct tracer *T, struct snap *s, const uint32_t *map);
+
 
 #endif

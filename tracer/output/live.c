@@ -1,5 +1,5 @@
 /*
- * --live: the model the terminal view draws (tracer/live.h), built from the
+ * --live: the model the terminal view draws (tracer/output/live.h), built from the
  * tracer's tables between events, about once a second. Its cost is the top
  * stacks' selection and their frames' names, which are made once per frame
  * and kept (no DWARF: ELF names and Python lines only).
@@ -11,9 +11,13 @@
 #include "common/error.h"
 #include "common/snap.h"
 #include "tracer/core/session.h"
+#include "tracer/memory/ledger.h"
+#include "tracer/memory/peak.h"
+#include "tracer/memory/resid.h"
+#include "tracer/memory/tree.h"
 #include "tracer/output/export.h"
 #include "tracer/output/live.h"
-#include "tracer/memory/tree.h"
+#include "tracer/stacks/stacks.h"
 
 #define LIVE_TOP 50          /* stacks in each list */
 #define LIVE_DEPTH 64        /* frames kept per stack */
@@ -41,31 +45,31 @@ void live_model_free(struct live_model *m)
 
 void live_fin(struct tracer *T)
 {
-	for (size_t i = 0; i < T->n_live_names; i++)
-		free(T->live_names[i]);
-	free(T->live_names);
-	T->live_names = NULL;
-	T->n_live_names = 0;
+	for (size_t i = 0; i < T->live->n_names; i++)
+		free(T->live->names[i]);
+	free(T->live->names);
+	T->live->names = NULL;
+	T->live->n_names = 0;
 }
 
 /* Frame fi's text, made once and kept. Owned by T; NULL when out of memory. */
 static const char *name_of(struct tracer *T, uint32_t fi)
 {
-	if (fi >= T->n_live_names) {
-		size_t n = T->stacks.n_frames;
-		char **v = realloc(T->live_names, n * sizeof(*v));
+	if (fi >= T->live->n_names) {
+		size_t n = T->stacks->n_frames;
+		char **v = realloc(T->live->names, n * sizeof(*v));
 		if (!v)
 			return NULL;
-		memset(v + T->n_live_names, 0, (n - T->n_live_names) * sizeof(*v));
-		T->live_names = v;
-		T->n_live_names = n;
+		memset(v + T->live->n_names, 0, (n - T->live->n_names) * sizeof(*v));
+		T->live->names = v;
+		T->live->n_names = n;
 	}
-	if (!T->live_names[fi]) {
+	if (!T->live->names[fi]) {
 		char buf[512];
 		export_frame_text(T, fi, 0, buf, sizeof(buf));
-		T->live_names[fi] = strdup(buf);
+		T->live->names[fi] = strdup(buf);
 	}
-	return T->live_names[fi];
+	return T->live->names[fi];
 }
 
 /* Whether a frame only carries the allocation out (the allocator, the system call's wrapper): not meaningful. */
@@ -129,7 +133,7 @@ static void offer(struct pick *top, size_t *n, const struct pick *x)
 static void offer_all(struct tracer *T, struct pick *top, size_t *n, const struct ledger_charge *c, size_t nc,
 		      const struct ledger *l, pid_t pid)
 {
-	for (size_t i = 0; i < nc && i < T->stacks.n_nodes; i++) {
+	for (size_t i = 0; i < nc && i < T->stacks->n_nodes; i++) {
 		if (!c[i].charged)
 			continue;
 		struct pick x = { c[i].charged, c[i].reserved, c[i].count, (uint32_t)i,
@@ -164,15 +168,15 @@ static int fill(struct tracer *T, struct pick *top, size_t n, struct live_stack 
 			return -1;
 		const char *meaningful = NULL, *python = NULL;
 		for (uint32_t node = top[i].node; node != STACKS_ROOT && st->n_frames < LIVE_DEPTH;
-		     node = T->stacks.nodes[node].parent) {
-			uint32_t fi = T->stacks.nodes[node].frame;
+		     node = T->stacks->nodes[node].parent) {
+			uint32_t fi = T->stacks->nodes[node].frame;
 			const char *text = name_of(T, fi);
 			if (!text || !(st->frames[st->n_frames] = strdup(text)))
 				return -1;
 			st->n_frames++;
 			if (!meaningful && !plumbing(text) && text[0] != '[')
 				meaningful = text;
-			if (!python && T->stacks.frames[fi].module == STACKS_PY_MODULE)
+			if (!python && T->stacks->frames[fi].module == STACKS_PY_MODULE)
 				python = text;
 		}
 		char buf[1024];
@@ -190,7 +194,7 @@ static int build(struct tracer *T, struct live_model *m)
 {
 	struct proc *main_p = tracer_proc(T, T->main_pid);
 	char *const *argv = main_p && main_p->argv ? main_p->argv : T->opts.argv;
-	m->seq = ++T->live_seq;
+	m->seq = ++T->live->seq;
 	m->command = tree_command(argv);
 	m->pid = T->main_pid;
 	m->attach = T->attach;
@@ -201,68 +205,68 @@ static int build(struct tracer *T, struct live_model *m)
 		if (!p->profiled || !p->ready || !p->nthreads)
 			continue;
 		m->processes++;
-		m->charged += p->ledger.charged;
-		m->reserved += p->ledger.reserved;
-		m->rss += resid_rss(&p->resid);
-		offer_all(T, top, &n, p->ledger.by_stack, p->ledger.n_stacks, &p->ledger, p->pid);
+		m->charged += p->ledger->charged;
+		m->reserved += p->ledger->reserved;
+		m->rss += resid_rss(p->resid);
+		offer_all(T, top, &n, p->ledger->by_stack, p->ledger->n_stacks, p->ledger, p->pid);
 	}
 	if (fill(T, top, n, &m->now_stacks, &m->n_now))
 		return -1;
 	n = 0;
-	if (T->opts.follow_forks && T->tree.has_peak) {
-		m->peak_charged = T->tree.charged;
-		m->peak_time = T->tree.time;
+	if (T->opts.follow_forks && T->tree->has_peak) {
+		m->peak_charged = T->tree->charged;
+		m->peak_time = T->tree->time;
 		for (struct proc *p = T->procs; p; p = p->next)
-			if (p->profiled && p->tree_gen == T->tree.gen)
-				offer_all(T, top, &n, p->at_tree, p->n_at_tree, &p->ledger, p->pid);
-	} else if (main_p && main_p->ledger.has_peak) {
-		m->peak_charged = main_p->ledger.peak.charged;
-		m->peak_time = main_p->ledger.peak.time;
-		m->peak_rss = main_p->ledger.peak.rss;
-		offer_all(T, top, &n, main_p->ledger.at_peak, main_p->ledger.n_at_peak, &main_p->ledger, main_p->pid);
+			if (p->profiled && p->tree->gen == T->tree->gen)
+				offer_all(T, top, &n, p->tree->at_tree, p->tree->n_at_tree, p->ledger, p->pid);
+	} else if (main_p && main_p->ledger->has_peak) {
+		m->peak_charged = main_p->ledger->peak.charged;
+		m->peak_time = main_p->ledger->peak.time;
+		m->peak_rss = main_p->ledger->peak.rss;
+		offer_all(T, top, &n, main_p->ledger->at_peak, main_p->ledger->n_at_peak, main_p->ledger, main_p->pid);
 	}
 	if (fill(T, top, n, &m->peak_stacks, &m->n_peak))
 		return -1;
-	if (main_p && main_p->n_samples) {
-		if (!(m->samples = calloc(main_p->n_samples, sizeof(*m->samples))))
+	if (main_p && main_p->pk->n_samples) {
+		if (!(m->samples = calloc(main_p->pk->n_samples, sizeof(*m->samples))))
 			return -1;
-		for (size_t i = 0; i < main_p->n_samples; i++)
-			m->samples[i] = (struct live_sample){ main_p->samples[i].time, main_p->samples[i].charged,
-							      main_p->samples[i].rss };
-		m->n_samples = main_p->n_samples;
+		for (size_t i = 0; i < main_p->pk->n_samples; i++)
+			m->samples[i] = (struct live_sample){ main_p->pk->samples[i].time, main_p->pk->samples[i].charged,
+							      main_p->pk->samples[i].rss };
+		m->n_samples = main_p->pk->n_samples;
 	}
 	return 0;
 }
 
 void live_end(struct tracer *T)
 {
-	if (T->live_on && T->opts.live)
+	if (T->live->on && T->opts.live)
 		T->opts.live->stop();
-	T->live_on = 0;
+	T->live->on = 0;
 }
 
 void live_tick(struct tracer *T)
 {
-	if (!T->live_on)
+	if (!T->live->on)
 		return;
 	const struct live_ui *ui = T->opts.live;
 	if (ui->quit()) {
-		T->live_on = 0;
+		T->live->on = 0;
 		ui->stop();
 		if (T->attach) {
 			/* q under attach: leave as Ctrl-C does, cleanly, and write the snapshot. */
-			T->live_leave = 1;
-		} else if (!T->opts.quiet) {
+			T->live->leave = 1;
+		} else {
 			/* A launched program cannot be let go (its seccomp filter needs a tracer): it is traced to its end. */
-			fprintf(stderr, "%s: live view closed; tracing %s to its end\n", error_progname(),
-				T->opts.argv && T->opts.argv[0] ? T->opts.argv[0] : "the program");
+			notice("live view closed; tracing %s to its end",
+			       T->opts.argv && T->opts.argv[0] ? T->opts.argv[0] : "the program");
 		}
 		return;
 	}
 	double now = tracer_now(T);
-	if (T->live_at && now - T->live_at < LIVE_PERIOD)
+	if (T->live->at && now - T->live->at < LIVE_PERIOD)
 		return;
-	T->live_at = now;
+	T->live->at = now;
 	struct live_model *m = calloc(1, sizeof(*m));
 	if (!m || build(T, m)) {
 		live_model_free(m);

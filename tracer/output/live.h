@@ -1,6 +1,6 @@
 /*
  * --live: what the terminal view shows, as a copy the tracer makes between
- * events about once a second (tracer/live.c builds it; tools/live_ui.c draws
+ * events about once a second (tracer/output/live.c builds it; tools/live_ui.c draws
  * it in its own thread and never touches the tracer's tables). Pure data:
  * every string and array is owned by the model.
  */
@@ -53,6 +53,15 @@ struct live_ui {
 	void (*stop)(void);
 };
 
+/* The run's part (struct tracer's live). */
+struct live {
+	int on;                    /* --live: the view is up */
+	int leave;                 /* q pressed under attach */
+	double at;                 /* when the last model was made */
+	unsigned seq;
+	char **names; size_t n_names;  /* frame texts for the view, by frame id */
+};
+
 struct tracer;
 /* From the loop's timer: a new model about once a second; q seen, the view closed (and under attach, leave). */
 void live_tick(struct tracer *T);
@@ -60,18 +69,5 @@ void live_tick(struct tracer *T);
 void live_end(struct tracer *T);
 /* Frees what live_tick keeps (the frames' names). */
 void live_fin(struct tracer *T);
-
-/*
- * The view, in tools/live_ui.c (ncurses, a thread of its own). live_ui_start
- * takes the terminal (/dev/tty) and returns 0, or -1 after error() when
- * there is none. live_ui_publish hands the view a new model (the view owns
- * it from then on and frees the one it replaces). live_ui_quit says whether
- * the user asked to end (q). live_ui_stop gives the terminal back as it was;
- * it is safe to call twice, and from an atexit or fatal-error path.
- */
-int live_ui_start(void);
-void live_ui_publish(struct live_model *m);
-int live_ui_quit(void);
-void live_ui_stop(void);
 
 #endif

@@ -4,7 +4,7 @@
  * and unwind its stack meanwhile), a return stop
  * (the result), the linker's load event (arm new objects). glibc's malloc
  * takes one stop, on its own ret instructions: block, usable size and stack
- * at once (tracer/hooks.h). Each displaced instruction is emulated, so no
+ * at once (tracer/ptrace/hooks.h). Each displaced instruction is emulated, so no
  * thread ever runs past a hook unseen.
  */
 #include <errno.h>
@@ -18,12 +18,18 @@
 #include <unistd.h>
 
 #include "common/error.h"
-#include "tracer/ptrace/breakpoints.h"
-#include "tracer/stacks/capture.h"
-#include "tracer/core/session.h"
 #include "tracer/core/remote.h"
 #include "tracer/core/rescue.h"
+#include "tracer/core/session.h"
+#include "tracer/memory/alloc.h"
+#include "tracer/memory/heap.h"
+#include "tracer/ptrace/breakpoints.h"
+#include "tracer/ptrace/hooks.h"
 #include "tracer/ptrace/mapcalls.h"
+#include "tracer/stacks/capture.h"
+#include "tracer/stacks/modules.h"
+#include "tracer/stacks/stacks.h"
+#include "tracer/stacks/unwind.h"
 
 static int mem_read(void *arg, uint64_t addr, void *buf, size_t n)
 {
@@ -109,23 +115,6 @@ static void emulate_and_go(struct tracee *t, const struct hook_bp *b, struct use
 		error_errno("cannot restart thread %d", (int)t->tid);
 }
 
-static uint64_t mul_or_zero(uint64_t a, uint64_t b)
-{
-	uint64_t r;
-	return __builtin_mul_overflow(a, b, &r) ? 0 : r;
-}
-
-void calls_before_free(struct tracer *T, struct proc *p, uint64_t ptr)
-{
-	const struct heap_block *b = heap_find(&p->heap, ptr);
-	if (!b)
-		return;
-	if (b->large)
-		sysc_before_release(T, p, b->ptr, b->ptr + b->size);
-	else
-		sysc_before_small_release(T, p);
-}
-
 /*
  * Points the return address of the call now entering b at the trampoline, so
  * that its return stops, notes the call, and runs the displaced instruction.
@@ -134,43 +123,69 @@ static void hijack_and_go(struct tracer *T, struct tracee *t, const struct hook_
 			  struct user_regs_struct *regs, uint32_t stack)
 {
 	struct proc *p = t->p;
+	struct bp_return *r = t->ret;
 	uint64_t ret;
 	/* The return address is in the stack copy the unwinder took at this stop, if it took one. */
-	int copied = stack != STACKS_FAILED && unwind_copied_word(&T->unw, t->tid, regs->rsp, &ret) == 0;
-	if (!p->hooks.trampoline_armed || (!copied && mem_read(&t->tid, regs->rsp, &ret, 8))) {
+	int copied = stack != STACKS_FAILED && unwind_copied_word(T->unw, t->tid, regs->rsp, &ret) == 0;
+	if (r->armed || !p->hooks->trampoline_armed || (!copied && mem_read(&t->tid, regs->rsp, &ret, 8))) {
 		/* No way to see the return: the call goes uncounted, the program unharmed. */
+		if (!HOOK_IS_WRAPPER(b->fn))
+			alloc_forget(t);
 		emulate_and_go(t, b, regs, NULL);
 		return;
 	}
-	struct held h = { .tid = t->tid, .n = 1, .addr = { regs->rsp }, .val = { p->hooks.trampoline }, .len = { 8 } };
-	t->in_alloc = 1;
-	t->call.fn = b->fn;
-	t->call.args[0] = regs->rdi;
-	t->call.args[1] = regs->rsi;
-	t->call.args[2] = regs->rdx;
-	t->call.stack = stack;
-	t->call.ret = ret;
-	t->call.rsp = regs->rsp;
-	t->call.stored_known = 0;
-	rescue_return(t->rescue, regs->rsp, ret, p->hooks.trampoline);
+	struct held h = { .tid = t->tid, .n = 1, .addr = { regs->rsp }, .val = { p->hooks->trampoline }, .len = { 8 } };
+	r->armed = 1;
+	r->fn = b->fn;
+	r->ret = ret;
+	r->rsp = regs->rsp;
+	rescue_return(t->rescue, regs->rsp, ret, p->hooks->trampoline);
 	emulate_and_go(t, b, regs, &h);
 }
 
 /*
- * A hooked call entered while the thread's outer hooked call is in flight:
- * is the outer one's frame gone (left by longjmp or siglongjmp)? Its return
- * slot still holds the trampoline while it can return through it; any call
- * made since from that depth or above has overwritten the slot. The stack
- * pointer alone cannot say: a signal handler on an alternate stack mapped
- * above the thread's stack runs at a higher address while the outer call
- * waits to return.
+ * What the return slot of thread t's allocating call in flight holds (the
+ * sink's test of whether a longjmp left it: memory/alloc.h), when that call's
+ * return is ours to take. The slot holds the trampoline while the call can
+ * return through it; any call made since from that depth or above has
+ * overwritten it. The stack pointer alone cannot say: a signal handler on an
+ * alternate stack mapped above the thread's stack runs at a higher address
+ * while the outer call waits. A call whose return the kernel took (the
+ * kernel path, whose mapping calls still stop here under attach) is not
+ * read: the stack pointer decides.
  */
-static int outer_call_gone(struct tracee *t)
+static enum alloc_slot return_slot(struct tracee *t)
 {
 	uint64_t slot;
-	if (mem_read(&t->tid, t->call.rsp, &slot, 8))
-		return 1; /* unmapped: nothing can return through it */
-	return slot != t->p->hooks.trampoline;
+	if (!alloc_active(t) || !t->ret->armed || HOOK_IS_WRAPPER(t->ret->fn))
+		return ALLOC_SLOT_UNKNOWN;
+	if (mem_read(&t->tid, t->call->sp, &slot, 8))
+		return ALLOC_SLOT_OVERWRITTEN; /* unmapped: nothing can return through it */
+	return slot == t->p->hooks->trampoline ? ALLOC_SLOT_OURS : ALLOC_SLOT_OVERWRITTEN;
+}
+
+/* A hooked call entered or returned at stack pointer sp: the allocating call in flight, if its frame is gone, is forgotten. */
+static void check_left_behind(struct tracee *t, uint64_t sp)
+{
+	int ours = t->ret->armed && !HOOK_IS_WRAPPER(t->ret->fn);
+	if (alloc_left_behind(t, sp, return_slot(t)) && ours) {
+		t->ret->armed = 0;
+		rescue_return_done(t->rescue);
+	}
+}
+
+/*
+ * Whether the call entering at b is followed. The malloc family asks the
+ * sink (a call inside the one in flight is nested). A mapping call's wrapper
+ * or sigaltstack is followed unless a return of ours is armed (then it is
+ * the allocator's, nested as the sink counts it): inside a call the kernel
+ * path follows, the mapping calls decide themselves (ptrace/mapcalls.h).
+ */
+static int follow_entry(struct tracer *T, struct tracee *t, const struct hook_bp *b)
+{
+	if (!HOOK_IS_WRAPPER(b->fn) || t->ret->armed)
+		return alloc_follow(T, t) && !t->ret->armed;
+	return t->p->profiled && t->p->ready;
 }
 
 static void on_wrapper(struct tracer *T, struct tracee *t, const struct hook_bp *b, struct user_regs_struct *regs);
@@ -196,56 +211,42 @@ static uint64_t usable_size(struct tracee *t, uint64_t ptr)
 static void on_exit_bp(struct tracer *T, struct tracee *t, const struct hook_bp *b, struct user_regs_struct *regs)
 {
 	struct proc *p = t->p;
-	if (t->in_alloc && outer_call_gone(t)) {
-		t->in_alloc = 0;
-		rescue_return_done(t->rescue);
-	}
-	uint64_t ptr = regs->rax, size;
-	if (!p->profiled || !p->ready || t->in_alloc || !ptr) {
-		if (t->in_alloc)
-			T->nested_calls++, t->p->counts.nested_calls++;
+	check_left_behind(t, regs->rsp);
+	uint64_t ptr = regs->rax;
+	if (!alloc_follow(T, t) || !ptr) {
 		emulate_and_go(t, b, regs, NULL);
 		return;
 	}
-	size = usable_size(t, ptr);
-	if (!size) {
-		T->unsized_blocks++, p->counts.unsized_blocks++;
-	} else {
+	uint64_t size = usable_size(t, ptr);
+	uint32_t stack = STACKS_ROOT;
+	if (size) {
 		/*
 		 * At a ret, as at the entry, the return address is at the stack
 		 * pointer and every callee-saved register is the caller's: the
 		 * unwind from the entry is the same, and the stack then reads as
 		 * the entry hook's did, whichever ret was taken.
 		 */
-		const struct hooks_exit_fn *xf = hooks_exit_fn_at(&p->hooks, b->addr);
+		const struct hooks_exit_fn *xf = hooks_exit_fn_at(p->hooks, b->addr);
 		regs->rip = xf ? xf->lo : b->addr;
-		uint32_t stack = capture_stack(T, t, regs);
-		if (heap_alloc(&p->heap, ptr, size, stack))
-			warning("out of memory recording a block");
-		else
-			T->usable_blocks++, p->counts.usable_blocks++;
+		stack = capture_stack(T, t, regs);
 	}
+	alloc_block(T, t, ptr, size, stack);
 	emulate_and_go(t, b, regs, NULL);
 }
 
 static void on_entry(struct tracer *T, struct tracee *t, const struct hook_bp *b, struct user_regs_struct *regs)
 {
-	struct proc *p = t->p;
-	if (t->in_alloc && outer_call_gone(t)) {
-		/* The outer call's frame is gone (a longjmp out of it): it will never return through us. */
-		t->in_alloc = 0;
-		rescue_return_done(t->rescue);
-	}
-	if (!p->profiled || !p->ready || t->in_alloc) {
-		if (t->in_alloc)
-			T->nested_calls++, t->p->counts.nested_calls++;
+	/* The outer call's frame may be gone (a longjmp out of it): it will never return through us. */
+	check_left_behind(t, regs->rsp);
+	if (!follow_entry(T, t, b)) {
 		emulate_and_go(t, b, regs, NULL);
 		return;
 	}
 	if (b->fn == HOOK_SIGALTSTACK) {
 		/* Attach on the kernel path: a signal stack above the stack moves the process to breakpoints. */
 		const struct hook_bp copy = *b; /* hooks_scan may move the table */
-		kheap_sigaltstack(T, t, regs->rdi, regs->rsp);
+		if (T->on_sigaltstack)
+			T->on_sigaltstack(T, t, regs->rdi, regs->rsp);
 		emulate_and_go(t, &copy, regs, NULL);
 		return;
 	}
@@ -253,18 +254,14 @@ static void on_entry(struct tracer *T, struct tracee *t, const struct hook_bp *b
 		on_wrapper(T, t, b, regs);
 		return;
 	}
-	uint64_t a0 = regs->rdi;
 	if (b->fn == HOOK_FREE) {
 		/* One stop: the block goes now (its memory is still there to measure). */
-		if (a0) {
-			calls_before_free(T, p, a0);
-			heap_free(&p->heap, a0);
-		}
+		alloc_free(T, t, regs->rdi);
 		emulate_and_go(t, b, regs, NULL);
 		return;
 	}
-	if ((b->fn == HOOK_REALLOC || b->fn == HOOK_REALLOCARRAY) && a0)
-		calls_before_free(T, p, a0);
+	uint64_t args[3] = { regs->rdi, regs->rsi, regs->rdx };
+	alloc_enter(T, t, (enum alloc_fn)b->fn, args, regs->rsp);
 	regs->rip = b->addr;
 	/*
 	 * The stack is copied now and unwound once the thread runs again: the
@@ -274,8 +271,8 @@ static void on_entry(struct tracer *T, struct tracee *t, const struct hook_bp *b
 	struct user_regs_struct at_entry = *regs;
 	capture_begin(T, t, &at_entry);
 	hijack_and_go(T, t, b, regs, STACKS_ROOT); /* copied; its stack follows */
-	if (t->in_alloc)
-		t->call.stack = capture_finish(T, t);
+	if (alloc_active(t))
+		alloc_set_stack(t, capture_finish(T, t));
 }
 
 /* The syscall each wrapper makes. */
@@ -294,7 +291,7 @@ static long wrapper_nr(enum hook_fn fn)
 static uint64_t read_curbrk(struct tracee *t)
 {
 	uint64_t cur = 0;
-	if (!t->p->hooks.curbrk || mem_read(&t->tid, t->p->hooks.curbrk, &cur, 8))
+	if (!t->p->hooks->curbrk || mem_read(&t->tid, t->p->hooks->curbrk, &cur, 8))
 		return 0;
 	return cur;
 }
@@ -314,7 +311,7 @@ static void on_wrapper(struct tracer *T, struct tracee *t, const struct hook_bp 
 		long ps = sysconf(_SC_PAGESIZE);
 		p->brk_cur = (cur + (uint64_t)ps - 1) & ~((uint64_t)ps - 1);
 	}
-	t->sc_stack = STACKS_FAILED;
+	t->sc->stack = STACKS_FAILED;
 	if (!sysc_begin(T, t, wrapper_nr(b->fn), a, regs)) {
 		emulate_and_go(t, b, regs, NULL);
 		return;
@@ -322,71 +319,37 @@ static void on_wrapper(struct tracer *T, struct tracee *t, const struct hook_bp 
 	regs->rip = b->addr;
 	uint32_t stack = STACKS_FAILED;
 	if ((b->fn == HOOK_MMAP && (a[3] & MAP_ANONYMOUS)) || b->fn == HOOK_MREMAP || b->fn == HOOK_BRK)
-		stack = t->sc_stack = capture_stack(T, t, regs);
+		stack = t->sc->stack = capture_stack(T, t, regs);
 	hijack_and_go(T, t, b, regs, stack);
-}
-
-void calls_record(struct tracer *T, struct proc *p, struct tracee *t, uint64_t result)
-{
-	const uint64_t *a = t->call.args;
-	uint64_t ptr = result, size = 0;
-	switch (t->call.fn) {
-	case HOOK_MALLOC: size = a[0]; break;
-	case HOOK_CALLOC: size = mul_or_zero(a[0], a[1]); break;
-	case HOOK_VALLOC: size = a[0]; break;
-	case HOOK_PVALLOC: {
-		uint64_t ps = p->heap.page_size;
-		size = a[0] ? (a[0] + ps - 1) & ~(ps - 1) : ps;
-		break;
-	}
-	case HOOK_ALIGNED_ALLOC:
-	case HOOK_MEMALIGN: size = a[1]; break;
-	case HOOK_POSIX_MEMALIGN:
-		/* Returns 0 and the block through its first argument. */
-		ptr = 0;
-		if (t->call.stored_known)
-			ptr = result == 0 ? t->call.stored : 0;
-		else if (result == 0 && mem_read(&t->tid, a[0], &ptr, 8))
-			ptr = 0;
-		size = a[2];
-		break;
-	case HOOK_REALLOC:
-	case HOOK_REALLOCARRAY:
-		size = t->call.fn == HOOK_REALLOC ? a[1] : mul_or_zero(a[1], a[2]);
-		/* realloc(p, 0) frees p and returns NULL; a failed realloc leaves p alone. */
-		if (a[0] && (result || size == 0))
-			heap_free(&p->heap, a[0]);
-		break;
-	default:
-		return;
-	}
-	if (ptr && heap_alloc(&p->heap, ptr, size, t->call.stack))
-		warning("out of memory recording a block");
-	(void)T;
 }
 
 /* The hooked call returned to the trampoline (regs as there): notes its result and sends it where it was going. */
 static void finish_call(struct tracer *T, struct tracee *t, struct user_regs_struct *regs)
 {
-	t->in_alloc = 0;
-	if (HOOK_IS_WRAPPER(t->call.fn)) {
+	struct bp_return *r = t->ret;
+	r->armed = 0;
+	if (HOOK_IS_WRAPPER(r->fn)) {
 		/* brk's wrapper returns 0 or -1; the break it reached is in __curbrk. */
 		uint64_t ret = regs->rax;
-		if (t->call.fn == HOOK_BRK) {
+		if (r->fn == HOOK_BRK) {
 			uint64_t cur = read_curbrk(t);
 			ret = cur ? cur : (uint64_t)-ENOMEM;
 		}
 		sysc_end(T, t, ret, regs);
-		t->sc_stack = STACKS_FAILED;
-	} else {
-		calls_record(T, t->p, t, regs->rax);
+		t->sc->stack = STACKS_FAILED;
+	} else if (alloc_active(t)) {
+		/* posix_memalign returns 0 and its block through its first argument. */
+		uint64_t block = 0;
+		if (t->call->fn == ALLOC_POSIX_MEMALIGN && regs->rax == 0 && mem_read(&t->tid, t->call->args[0], &block, 8))
+			block = 0;
+		alloc_exit(T, t, regs->rax, block);
 	}
-	regs->rip = t->call.ret;
+	regs->rip = r->ret;
 }
 
 static void on_return(struct tracer *T, struct tracee *t, struct user_regs_struct *regs)
 {
-	if (!t->in_alloc) {
+	if (!t->ret->armed) {
 		/* Only a hijacked return comes here; without one the program would fault. */
 		error("thread %d reached ptfil's return trampoline with no call in progress", (int)t->tid);
 		ptrace(PTRACE_CONT, t->tid, 0, (void *)(long)SIGTRAP);
@@ -406,33 +369,30 @@ static void on_load(struct tracer *T, struct tracee *t, const struct hook_bp *bp
 	/* hooks_scan may grow (move) the table bp points into. */
 	const struct hook_bp copy = *bp, *b = &copy;
 	if (p->profiled && p->ready) {
-		if (modmap_load(&p->mm, &T->reg, p->pid) == 0) {
-			p->maps_loaded_at = tracer_now(T);
-			p->maps_dirty = 0;
-			unwind_flush(&T->unw);
-			if (hooks_scan(&p->hooks, t->tid, &p->mm, &T->reg))
+		if (capture_load_maps(T, p) == 0) {
+			if (hooks_scan(p->hooks, t->tid, p->mm, T->reg))
 				warning("process %d: some malloc-family hooks are missing", (int)p->pid);
 		}
 	}
 	emulate_and_go(t, b, regs, NULL);
 }
 
-int calls_owns(const struct tracee *t, const struct user_regs_struct *regs)
+int bp_owns(const struct tracee *t, const struct user_regs_struct *regs)
 {
 	uint64_t at = regs->rip - 1;
-	const struct hooks *h = &t->p->hooks;
+	const struct hooks *h = t->p->hooks;
 	if (h->trampoline_armed && at == h->trampoline)
-		return t->in_alloc;
+		return t->ret->armed;
 	return hooks_find(h, at) != NULL;
 }
 
-void calls_trap(struct tracer *T, struct tracee *t, struct user_regs_struct *regs)
+void bp_trap(struct tracer *T, struct tracee *t, struct user_regs_struct *regs)
 {
 	uint64_t at = regs->rip - 1;
-	struct hooks *h = &t->p->hooks;
+	struct hooks *h = t->p->hooks;
 	if (h->trampoline_armed && at == h->trampoline) {
 		/* The mapping calls' wrappers (attach) are counted apart: the malloc family's stops have a budget. */
-		tracer_count_stop(T, t, t->in_alloc && HOOK_IS_WRAPPER(t->call.fn) ? STOP_BP_WRAPPER : STOP_BP_RETURN);
+		tracer_count_stop(T, t, t->ret->armed && HOOK_IS_WRAPPER(t->ret->fn) ? STOP_BP_WRAPPER : STOP_BP_RETURN);
 		on_return(T, t, regs);
 		return;
 	}
@@ -449,10 +409,10 @@ void calls_trap(struct tracer *T, struct tracee *t, struct user_regs_struct *reg
 	}
 }
 
-void calls_park_trap(struct tracer *T, struct tracee *t, struct user_regs_struct *regs)
+void bp_park_trap(struct tracer *T, struct tracee *t, struct user_regs_struct *regs)
 {
 	uint64_t at = regs->rip - 1;
-	struct hooks *h = &t->p->hooks;
+	struct hooks *h = t->p->hooks;
 	if (h->trampoline_armed && at == h->trampoline)
 		finish_call(T, t, regs);
 	else
@@ -460,4 +420,20 @@ void calls_park_trap(struct tracer *T, struct tracee *t, struct user_regs_struct
 	if (ptrace(PTRACE_SETREGS, t->tid, 0, regs) && errno != ESRCH)
 		error_errno("cannot set the registers of thread %d", (int)t->tid);
 	rescue_return_done(t->rescue);
+}
+
+void bp_restore_return(struct tracee *t)
+{
+	struct bp_return *r = t->ret;
+	if (!r->armed)
+		return;
+	r->armed = 0;
+	if (!HOOK_IS_WRAPPER(r->fn))
+		alloc_forget(t);
+	rescue_return_done(t->rescue);
+	uint64_t slot = 0;
+	if (remote_read(t->tid, r->rsp, &slot, 8) || slot != t->p->hooks->trampoline)
+		return; /* already returned (a longjmp, or the frame reused) */
+	if (remote_write(t->tid, r->rsp, &r->ret, 8))
+		error_errno("thread %d: cannot restore a return address", (int)t->tid);
 }

@@ -1,38 +1,45 @@
 /*
- * The malloc family and the load hook as seen at their breakpoints (calls.c).
+ * The stops at ptfil's own int3s (breakpoints.c): the malloc family's entries
+ * and returns, the mapping calls' libc wrappers under attach, and the
+ * dynamic linker's load hook. What each means goes to the heap-event sink
+ * (memory/alloc.h) or to the mapping calls (ptrace/mapcalls.h).
  */
-#ifndef PTFIL_CALLS_H
-#define PTFIL_CALLS_H
-
-#include <sys/user.h>
+#ifndef PTFIL_BREAKPOINTS_H
+#define PTFIL_BREAKPOINTS_H
 
 #include <stdint.h>
+#include <sys/user.h>
+
+#include "tracer/ptrace/hooks.h"
 
 struct tracer;
 struct tracee;
-struct proc;
 
 /*
- * calls_owns: true when thread t, stopped with
- * regs, is just past one of ptfil's int3s (a hook, or the trampoline while a
- * hooked call of t is in flight).
+ * A return of ours that a thread is to take (struct tracee's ret): the call's
+ * return address was pointed at the trampoline. At most one per thread.
  */
-int calls_owns(const struct tracee *t, const struct user_regs_struct *regs);
-/* Handles the SIGTRAP of an int3 that calls_owns: the call is noted and the thread restarted. */
-void calls_trap(struct tracer *T, struct tracee *t, struct user_regs_struct *regs);
+struct bp_return {
+	int armed;
+	enum hook_fn fn;       /* the call: an allocating one (the sink's call in flight), or a mapping call's wrapper */
+	uint64_t ret;          /* the real return address */
+	uint64_t rsp;          /* the stack pointer at the call's entry: where the return address is */
+};
+
+/*
+ * True when thread t, stopped with regs, is just past one of ptfil's int3s
+ * (a hook, or the trampoline while a return of t's is armed).
+ */
+int bp_owns(const struct tracee *t, const struct user_regs_struct *regs);
+/* Handles the SIGTRAP of an int3 that bp_owns: the call is noted and the thread restarted. */
+void bp_trap(struct tracer *T, struct tracee *t, struct user_regs_struct *regs);
 /*
  * Leaving: the same SIGTRAP, but the thread stays stopped, undone so that it
  * can run without ptfil (rip back on a breakpoint whose byte goes back; a
  * hijacked return completed).
  */
-void calls_park_trap(struct tracer *T, struct tracee *t, struct user_regs_struct *regs);
-
-/* A block about to lose its memory: measure and check the peak first. */
-void calls_before_free(struct tracer *T, struct proc *p, uint64_t ptr);
-/*
- * The allocating call in t->call (its function, arguments and stack) returned
- * result: the ledger gains its block (and loses the old one of a realloc).
- */
-void calls_record(struct tracer *T, struct proc *p, struct tracee *t, uint64_t result);
+void bp_park_trap(struct tracer *T, struct tracee *t, struct user_regs_struct *regs);
+/* Leaving, thread t parked: a return of ours still armed goes back to where it was (its frame still there). */
+void bp_restore_return(struct tracee *t);
 
 #endif

@@ -96,7 +96,7 @@ const struct hooks_exit_fn *hooks_exit_fn_at(const struct hooks *h, uint64_t ip)
 	return NULL;
 }
 
-/* Through a stopped thread (tracer/remote.c). */
+/* Through a stopped thread (tracer/core/remote.c). */
 static int tid_read(const struct hooks_mem *m, uint64_t addr, void *buf, size_t n)
 {
 	return remote_read(m->tid, addr, buf, n);
@@ -241,7 +241,7 @@ static int probe_group(struct hooks *h, const struct modreg_entry *e)
 /*
  * glibc's malloc and calloc can be hooked at their returns: every way out is
  * a ret (symbols/exits.h), and the usable size of a block is in its chunk
- * header (tracer/calls.c reads it). Another allocator's headers say nothing
+ * header (tracer/ptrace/breakpoints.c reads it). Another allocator's headers say nothing
  * ptfil knows, so only the module that is glibc is hooked so.
  */
 static int exits_here(const struct hooks_mem *mem, const struct modreg_entry *e, enum hook_fn fn,

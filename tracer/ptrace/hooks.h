@@ -23,7 +23,7 @@ enum hook_fn {
 	/*
 	 * sigaltstack's wrapper: hooked under attach only for a process on the
 	 * kernel path, which must leave it for a signal stack above its stack
-	 * (tracer/kheap.h); launch sees the system call through seccomp.
+	 * (tracer/kernel/kheap.h); launch sees the system call through seccomp.
 	 */
 	HOOK_SIGALTSTACK,
 	HOOK__COUNT
@@ -53,7 +53,7 @@ struct hooks_exit_fn {
 };
 
 /*
- * The kernel path (tracer/kheap.c): the malloc family of module e, found at
+ * The kernel path (tracer/kernel/kheap.c): the malloc family of module e, found at
  * the n addresses of sites (aliases removed), is probed by the kernel instead
  * of by int3s. Returns 0, -1 when none of them is probed, or 1 when the
  * process is to keep int3s after all (the probe is then cleared).

@@ -1,27 +1,56 @@
 /*
- * Taking a stopped thread's call stack (tracer/capture.h): the native unwind
+ * Taking a stopped thread's call stack (tracer/stacks/capture.h): the native unwind
  * (remembered per thread, so a stack seen just before is not unwound again),
  * the Python frames read from the interpreter in place of its eval loop, and
  * the stack that started the thread put outward of the thread's own.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ptrace.h>
 #include <sys/user.h>
 #include <time.h>
 
 #include "common/error.h"
-#include "tracer/stacks/capture.h"
 #include "tracer/core/session.h"
+#include "tracer/stacks/capture.h"
+#include "tracer/stacks/modules.h"
+#include "tracer/stacks/stacks.h"
+
+void capture_init(struct capture *c)
+{
+	memset(c, 0, sizeof(*c));
+	c->new_thread_frame = STACKS_FAILED;
+	c->py_cut_frame = STACKS_FAILED;
+	const char *np = getenv("PTFIL_NO_PYTHON");
+	c->no_python = np && *np && strcmp(np, "0") != 0;
+	pynames_init(&c->pynames);
+}
+
+void capture_fin(struct capture *c)
+{
+	pynames_fin(&c->pynames);
+	c->unw_owner = NULL;
+}
+
+int capture_load_maps(struct tracer *T, struct proc *p)
+{
+	if (modmap_load(p->mm, T->reg, p->pid))
+		return -1;
+	p->mm->loaded_at = tracer_now(T);
+	p->mm->dirty = 0;
+	unwind_flush(T->unw);
+	return 0;
+}
 
 static uint32_t frame_of(struct tracer *T, struct proc *p, uint64_t ip, int caller)
 {
 	/* A caller's return address points after the call: ip - 1 lies in the call itself. */
 	uint64_t at = caller ? ip - 1 : ip;
-	const struct modrange *r = modmap_find(&p->mm, at);
+	const struct modrange *r = modmap_find(p->mm, at);
 	if (!r)
-		return stacks_frame(&T->stacks, STACKS_NO_MODULE, at);
-	return stacks_frame(&T->stacks, r->gid, at - T->reg.v[r->gid].base);
+		return stacks_frame(T->stacks, STACKS_NO_MODULE, at);
+	return stacks_frame(T->stacks, r->gid, at - T->reg->v[r->gid].base);
 }
 
 #define STRINGIFY_(x) #x
@@ -39,12 +68,12 @@ static uint32_t native_begin(struct tracer *T, struct tracee *t, const struct us
 			     const void *stack, size_t len)
 {
 	if (stack)
-		unwind_begin_copy(&T->unw, t->tid, regs, &t->p->mm, &T->reg, stack, len);
+		unwind_begin_copy(T->unw, t->tid, regs, t->p->mm, T->reg, stack, len);
 	else
-		unwind_begin(&T->unw, t->tid, regs, &t->p->mm, &T->reg);
+		unwind_begin(T->unw, t->tid, regs, t->p->mm, T->reg);
 	for (size_t i = 0; i < TRACEE_MEMOS; i++)
-		if (unwind_memo_match(&T->unw, &t->memo[i]))
-			return t->memo[i].stack;
+		if (unwind_memo_match(T->unw, &t->st->memo[i]))
+			return t->st->memo[i].stack;
 	return STACKS_PENDING;
 }
 
@@ -54,7 +83,7 @@ static uint32_t native_finish(struct tracer *T, struct tracee *t)
 	struct proc *p = t->p;
 	uint64_t ips[UNWIND_MAX_FRAMES];
 	uint32_t frames[UNWIND_MAX_FRAMES];
-	size_t n = unwind_run(&T->unw, ips, UNWIND_MAX_FRAMES);
+	size_t n = unwind_run(T->unw, ips, UNWIND_MAX_FRAMES);
 	/*
 	 * An address in no known object means new objects were mapped: read the maps
 	 * again if a file was mapped or anything unmapped since the last reading, and
@@ -62,17 +91,16 @@ static uint32_t native_finish(struct tracer *T, struct tracee *t)
 	 */
 	int missing = 0;
 	for (size_t i = 0; i < n && !missing; i++)
-		missing = !modmap_find(&p->mm, ips[i]);
+		missing = !modmap_find(p->mm, ips[i]);
 	double now = tracer_now(T);
-	if (missing && (p->maps_dirty || now - p->maps_loaded_at > 0.05)) {
-		p->maps_loaded_at = now;
-		p->maps_dirty = 0;
-		if (modmap_load(&p->mm, &T->reg, p->pid) == 0) {
-			unwind_flush(&T->unw);
-			n = unwind_run(&T->unw, ips, UNWIND_MAX_FRAMES);
+	if (missing && (p->mm->dirty || now - p->mm->loaded_at > 0.05)) {
+		p->mm->loaded_at = now;
+		p->mm->dirty = 0;
+		if (capture_load_maps(T, p) == 0) {
+			n = unwind_run(T->unw, ips, UNWIND_MAX_FRAMES);
 			missing = 0;
 			for (size_t i = 0; i < n && !missing; i++)
-				missing = !modmap_find(&p->mm, ips[i]);
+				missing = !modmap_find(p->mm, ips[i]);
 		}
 	}
 	for (size_t i = 0; i < n; i++) {
@@ -80,12 +108,12 @@ static uint32_t native_finish(struct tracer *T, struct tracee *t)
 		if (frames[i] == STACKS_FAILED)
 			return STACKS_ROOT;
 	}
-	uint32_t node = stacks_intern(&T->stacks, frames, n);
+	uint32_t node = stacks_intern(T->stacks, frames, n);
 	if (node == STACKS_FAILED)
 		return STACKS_ROOT;
 	/* A stack with frames in unknown code may read better once the maps are read again: not kept. */
 	if (!missing)
-		unwind_memo_store(&T->unw, &t->memo[t->memo_next++ % TRACEE_MEMOS], node);
+		unwind_memo_store(T->unw, &t->st->memo[t->st->memo_next++ % TRACEE_MEMOS], node);
 	return node;
 }
 
@@ -108,37 +136,37 @@ static uint32_t with_python(struct tracer *T, struct tracee *t, uint32_t node)
 {
 	struct proc *p = t->p;
 	uint32_t in[UNWIND_MAX_FRAMES];
-	size_t n = stacks_frames(&T->stacks, node, in, UNWIND_MAX_FRAMES), evals = 0;
+	size_t n = stacks_frames(T->stacks, node, in, UNWIND_MAX_FRAMES), evals = 0;
 	for (size_t i = 0; i < n; i++)
-		evals += pystack_is_eval(&p->py, T->stacks.frames[in[i]].module, T->stacks.frames[in[i]].offset);
+		evals += pystack_is_eval(p->py, T->stacks->frames[in[i]].module, T->stacks->frames[in[i]].offset);
 	if (!evals)
 		return node;
 	static struct pyframe py[PY_MAX_FRAMES];
-	struct copied copy = { &T->unw, t->tid };
-	uint64_t cut_before = T->pystats.cut;
-	size_t np = pystack_read(&p->py, &T->pynames, &T->pystats, p->pid, t->tid, stack_word, &copy, py, PY_MAX_FRAMES);
+	struct copied copy = { T->unw, t->tid };
+	uint64_t cut_before = T->cap->pystats.cut;
+	size_t np = pystack_read(p->py, &T->cap->pynames, &T->cap->pystats, p->pid, t->tid, stack_word, &copy, py, PY_MAX_FRAMES);
 	if (!np)
 		return node;
 	/* Frames past PY_MAX_FRAMES are not read: a frame of its own says so where they would be. */
-	int cut = T->pystats.cut != cut_before;
-	if (cut && T->py_cut_frame == STACKS_FAILED)
-		T->py_cut_frame = stacks_pseudo_frame(&T->stacks, "[outer Python frames not read: more than "
+	int cut = T->cap->pystats.cut != cut_before;
+	if (cut && T->cap->py_cut_frame == STACKS_FAILED)
+		T->cap->py_cut_frame = stacks_pseudo_frame(T->stacks, "[outer Python frames not read: more than "
 						      STRINGIFY(PY_MAX_FRAMES) "]");
 	uint32_t out[UNWIND_MAX_FRAMES + PY_MAX_FRAMES + 1];
 	size_t m = 0, pi = 0, groups = 0;
 	int seen = 0, all = T->opts.native_frames;
 	for (size_t i = 0; i < n; i++) {
-		const struct stacks_frame *f = &T->stacks.frames[in[i]];
-		if (cut && pi == np && T->py_cut_frame != STACKS_FAILED && pystack_is_eval(&p->py, f->module, f->offset)) {
+		const struct stacks_frame *f = &T->stacks->frames[in[i]];
+		if (cut && pi == np && T->cap->py_cut_frame != STACKS_FAILED && pystack_is_eval(p->py, f->module, f->offset)) {
 			/* The first eval loop past the frames read: the ones cut off ran there and further out. */
-			out[m++] = T->py_cut_frame;
+			out[m++] = T->cap->py_cut_frame;
 			cut = 0;
 		}
-		if (pystack_is_eval(&p->py, f->module, f->offset) && pi < np) {
+		if (pystack_is_eval(p->py, f->module, f->offset) && pi < np) {
 			do {
 				if (py[pi].name == PYFRAME_NONE)
 					continue;
-				out[m] = stacks_py_frame(&T->stacks, py[pi].name, py[pi].line);
+				out[m] = stacks_py_frame(T->stacks, py[pi].name, py[pi].line);
 				if (out[m++] == STACKS_FAILED)
 					return node;
 			} while (!py[pi++].last_of_call && pi < np);
@@ -151,36 +179,36 @@ static uint32_t with_python(struct tracer *T, struct tracee *t, uint32_t node)
 	/* Python frames left over (a call being set up or torn down): outermost, where they belong. */
 	for (; pi < np; pi++)
 		if (py[pi].name != PYFRAME_NONE &&
-		    (out[m++] = stacks_py_frame(&T->stacks, py[pi].name, py[pi].line)) == STACKS_FAILED)
+		    (out[m++] = stacks_py_frame(T->stacks, py[pi].name, py[pi].line)) == STACKS_FAILED)
 			return node;
-	if (cut && T->py_cut_frame != STACKS_FAILED)
-		out[m++] = T->py_cut_frame;
+	if (cut && T->cap->py_cut_frame != STACKS_FAILED)
+		out[m++] = T->cap->py_cut_frame;
 	if (groups != evals)
-		T->pystats.group_mismatch++;
-	uint32_t merged = stacks_intern(&T->stacks, out, m);
+		T->cap->pystats.group_mismatch++;
+	uint32_t merged = stacks_intern(T->stacks, out, m);
 	return merged == STACKS_FAILED ? node : merged;
 }
 
 #define ORIGIN_MAX_FRAMES 1024    /* a thread's stack and the stacks that started it, at most */
 
-/* node extended outward by "[new thread]" and t->origin, remembered for the next stop. */
+/* node extended outward by "[new thread]" and t->st->origin, remembered for the next stop. */
 static uint32_t with_origin(struct tracer *T, struct tracee *t, uint32_t node)
 {
-	if (node == t->origin_in && t->origin_out)
-		return t->origin_out;
+	if (node == t->st->origin_in && t->st->origin_out)
+		return t->st->origin_out;
 	static uint32_t f[ORIGIN_MAX_FRAMES];
-	size_t n = stacks_frames(&T->stacks, node, f, ORIGIN_MAX_FRAMES);
-	if (T->new_thread_frame == STACKS_FAILED)
-		T->new_thread_frame = stacks_pseudo_frame(&T->stacks, "[new thread]");
-	if (T->new_thread_frame == STACKS_FAILED || n == ORIGIN_MAX_FRAMES)
+	size_t n = stacks_frames(T->stacks, node, f, ORIGIN_MAX_FRAMES);
+	if (T->cap->new_thread_frame == STACKS_FAILED)
+		T->cap->new_thread_frame = stacks_pseudo_frame(T->stacks, "[new thread]");
+	if (T->cap->new_thread_frame == STACKS_FAILED || n == ORIGIN_MAX_FRAMES)
 		return node;
-	f[n++] = T->new_thread_frame;
-	n += stacks_frames(&T->stacks, t->origin, f + n, ORIGIN_MAX_FRAMES - n);
-	uint32_t out = stacks_intern(&T->stacks, f, n);
+	f[n++] = T->cap->new_thread_frame;
+	n += stacks_frames(T->stacks, t->st->origin, f + n, ORIGIN_MAX_FRAMES - n);
+	uint32_t out = stacks_intern(T->stacks, f, n);
 	if (out == STACKS_FAILED)
 		return node;
-	t->origin_in = node;
-	t->origin_out = out;
+	t->st->origin_in = node;
+	t->st->origin_out = out;
 	return out;
 }
 
@@ -193,10 +221,10 @@ static double seconds(void)
 
 void capture_account(struct tracer *T, struct proc *next)
 {
-	const struct unwind *u = &T->unw;
-	struct proc_counts *seen = &T->unw_seen;
-	if (T->unw_owner) {
-		struct proc_counts *c = &T->unw_owner->counts;
+	const struct unwind *u = T->unw;
+	struct proc_counts *seen = &T->cap->unw_seen;
+	if (T->cap->unw_owner) {
+		struct proc_counts *c = &T->cap->unw_owner->counts;
 		c->unwinds += u->unwinds - seen->unwinds;
 		c->remote_reads += u->remote_reads - seen->remote_reads;
 		c->stack_copies += u->stack_copies - seen->stack_copies;
@@ -210,16 +238,16 @@ void capture_account(struct tracer *T, struct proc *next)
 	seen->memo_hits = u->memo_hits;
 	seen->splices = u->splices;
 	seen->spliced_frames = u->spliced_frames;
-	T->unw_owner = next;
+	T->cap->unw_owner = next;
 }
 
 static void begin(struct tracer *T, struct tracee *t, const struct user_regs_struct *regs, const void *stack, size_t len)
 {
-	struct capture *c = &T->capture;
-	if (T->unw_owner != t->p)
+	struct capture_cur *c = &T->cap->cur;
+	if (T->cap->unw_owner != t->p)
 		capture_account(T, t->p);
 	c->tid = t->tid;
-	c->py = !T->no_python && t->p->py.state == PY_READY;
+	c->py = !T->cap->no_python && t->p->py->state == PY_READY;
 	double t0 = c->py ? seconds() : 0;
 	c->copied = stack != NULL;
 	c->native = native_begin(T, t, regs, stack, len);
@@ -235,23 +263,23 @@ void capture_begin(struct tracer *T, struct tracee *t, const struct user_regs_st
 static uint32_t program_finish(struct tracer *T, struct tracee *t)
 {
 	struct proc *p = t->p;
-	const struct capture *c = &T->capture;
+	const struct capture_cur *c = &T->cap->cur;
 	double t0 = c->py ? seconds() : 0;
 	uint32_t node = c->native == STACKS_PENDING ? native_finish(T, t) : c->native;
 	/* Python frames are read live: from an event the kernel recorded earlier they would be another moment's. */
-	if (T->no_python || c->copied)
+	if (T->cap->no_python || c->copied)
 		return node;
-	pystack_detect(&p->py, &p->mm, &T->reg, p->pid);
-	if (p->py.state != PY_READY || node == STACKS_ROOT)
+	pystack_detect(p->py, p->mm, T->reg, p->pid);
+	if (p->py->state != PY_READY || node == STACKS_ROOT)
 		return node;
 	/* What the Python frames cost against the native stack they complete, for the snapshot's counters. */
 	double t1 = seconds();
 	if (c->py) {
-		T->pystats.native_stacks++;
-		T->pystats.native_us += (uint64_t)((c->begin_s + t1 - t0) * 1e6 + 0.5);
+		T->cap->pystats.native_stacks++;
+		T->cap->pystats.native_us += (uint64_t)((c->begin_s + t1 - t0) * 1e6 + 0.5);
 	}
 	node = with_python(T, t, node);
-	T->pystats.python_us += (uint64_t)((seconds() - t1) * 1e6 + 0.5);
+	T->cap->pystats.python_us += (uint64_t)((seconds() - t1) * 1e6 + 0.5);
 	return node;
 }
 
@@ -263,10 +291,10 @@ static uint32_t program_stack(struct tracer *T, struct tracee *t, const struct u
 
 uint32_t capture_finish(struct tracer *T, struct tracee *t)
 {
-	if (T->capture.tid != t->tid)
+	if (T->cap->cur.tid != t->tid)
 		return STACKS_ROOT;
 	uint32_t node = program_finish(T, t);
-	return t->origin != STACKS_ROOT && node != STACKS_ROOT ? with_origin(T, t, node) : node;
+	return t->st->origin != STACKS_ROOT && node != STACKS_ROOT ? with_origin(T, t, node) : node;
 }
 
 uint32_t capture_copied(struct tracer *T, struct tracee *t, const struct user_regs_struct *regs,
@@ -282,53 +310,11 @@ uint32_t capture_stack(struct tracer *T, struct tracee *t, const struct user_reg
 	return capture_finish(T, t);
 }
 
-int capture_in_exit_fn(struct tracer *T, struct tracee *t, const struct user_regs_struct *regs)
-{
-	const struct hooks *h = &t->p->hooks;
-	if (!h->n_exit_fn)
-		return 0;
-	if (hooks_exit_fn_at(h, regs->rip))
-		return 1;
-	/*
-	 * Inside one, the function's own call (to _int_malloc, say) left a
-	 * return address into it on the stack, a few hundred bytes up: with
-	 * none in the first copy (8 KiB, or the whole stack when it is
-	 * shorter), the thread is not inside, and no unwind is needed. A word
-	 * that looks like one may be stale: the unwind decides.
-	 */
-	if (T->unw_owner != t->p)
-		capture_account(T, t->p);
-	unwind_begin(&T->unw, t->tid, regs, &t->p->mm, &T->reg);
-	const struct unwind *u = &T->unw;
-	int maybe = u->stack_len == 0;
-	/* A word w is a return address into [lo, hi) when w - 1 - lo < hi - lo (unsigned). */
-	for (size_t i = 0; i < h->n_exit_fn && !maybe; i++) {
-		uint64_t lo = h->exit_fn[i].lo + 1, span = h->exit_fn[i].hi - h->exit_fn[i].lo;
-		for (size_t off = 0; off + 8 <= u->stack_len; off += 8) {
-			uint64_t w;
-			memcpy(&w, u->stack + off, sizeof(w));
-			if (w - lo < span) {
-				maybe = 1;
-				break;
-			}
-		}
-	}
-	if (!maybe)
-		return 0;
-	uint64_t ips[UNWIND_MAX_FRAMES];
-	/* A whole unwind: the unwinder splices the next one onto the frames of this one. */
-	size_t n = unwind_run(&T->unw, ips, UNWIND_MAX_FRAMES);
-	for (size_t i = 0; i < n; i++)
-		if (hooks_exit_fn_at(h, i ? ips[i] - 1 : ips[i]))
-			return 1;
-	return 0;
-}
-
 void capture_thread_origin(struct tracer *T, struct tracee *t, struct tracee *child)
 {
 	struct proc *p = t->p;
 	struct user_regs_struct regs;
-	if (child->p != p || !p->profiled || !p->ready || child->origin != STACKS_ROOT ||
+	if (child->p != p || !p->profiled || !p->ready || child->st->origin != STACKS_ROOT ||
 	    ptrace(PTRACE_GETREGS, t->tid, 0, &regs))
 		return;
 	uint32_t node = program_stack(T, t, &regs);
@@ -340,12 +326,12 @@ void capture_thread_origin(struct tracer *T, struct tracee *t, struct tracee *ch
 	 * there as if the call had returned.
 	 */
 	uint64_t ret;
-	if (node != STACKS_ROOT && T->stacks.nodes[node].parent == STACKS_ROOT &&
-	    unwind_copied_word(&T->unw, t->tid, regs.rsp, &ret) == 0 && modmap_find(&p->mm, ret)) {
+	if (node != STACKS_ROOT && T->stacks->nodes[node].parent == STACKS_ROOT &&
+	    unwind_copied_word(T->unw, t->tid, regs.rsp, &ret) == 0 && modmap_find(p->mm, ret)) {
 		regs.rip = ret;
 		regs.rsp += sizeof(ret);
 		node = program_stack(T, t, &regs);
 	}
 	/* A thread started by a thread: its starter's stack goes on into its own starter's. */
-	child->origin = t->origin != STACKS_ROOT && node != STACKS_ROOT ? with_origin(T, t, node) : node;
+	child->st->origin = t->st->origin != STACKS_ROOT && node != STACKS_ROOT ? with_origin(T, t, node) : node;
 }

@@ -1,6 +1,6 @@
 /*
- * Taking a stopped thread's call stack: its native frames (tracer/unwind.c),
- * its Python frames (tracer/pystack.c) merged in, and the stack that started
+ * Taking a stopped thread's call stack: its native frames (tracer/stacks/unwind.c),
+ * its Python frames (tracer/stacks/pystack.c) merged in, and the stack that started
  * the thread put outward of it; interned as one stack id.
  */
 #ifndef PTFIL_CAPTURE_H
@@ -8,11 +8,56 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <sys/user.h>
 
-struct tracer;
-struct tracee;
-struct proc;
+#include "tracer/core/session.h"
+#include "tracer/stacks/pystack.h"
+#include "tracer/stacks/unwind.h"
+
+#define TRACEE_MEMOS 4
+
+/* The run's part (struct tracer's cap). Storage is the session's: capture_init, capture_fin. */
+struct capture {
+	struct capture_cur {       /* the capture begun (capture_begin) */
+		pid_t tid;
+		uint32_t native;       /* its native stack, or STACKS_PENDING: still to unwind */
+		int py;                /* its process's Python frames were readable: time it for the counters */
+		int copied;            /* from a stack copy the kernel took (capture_copied): no Python frames */
+		double begin_s;        /* seconds spent in capture_begin */
+	} cur;
+	struct proc *unw_owner;    /* whose unwinds the unwinder's counters count now (capture_account) */
+	struct proc_counts unw_seen; /* the unwinder's counters when unw_owner took over */
+	uint32_t new_thread_frame; /* the "[new thread]" pseudo frame, STACKS_FAILED until made */
+	uint32_t py_cut_frame;     /* the frame standing for Python frames cut off (PY_MAX_FRAMES), STACKS_FAILED until made */
+	int no_python;             /* PTFIL_NO_PYTHON set: native stacks only, to measure what Python frames cost */
+	struct pynames pynames;    /* the Python frames' names, for every process */
+	struct pystats pystats;
+};
+
+/* A thread's part (struct tracee's st): zeroed storage is a valid one. */
+struct thread_stacks {
+	/* The last unwinds of this thread, to skip unwinding a stack seen just before. */
+	struct unwind_memo memo[TRACEE_MEMOS];
+	unsigned memo_next;
+	/*
+	 * The stack of the call that started this thread (its creator's at the
+	 * clone), put outward of every stack of its own under a "[new thread]"
+	 * frame; STACKS_ROOT when not known (the main thread, threads there
+	 * before an attach). origin_in/out: the last stack so extended.
+	 */
+	uint32_t origin, origin_in, origin_out;
+};
+
+void capture_init(struct capture *c);
+void capture_fin(struct capture *c);
+
+/*
+ * Reads p's maps into its module map again (objects were mapped or
+ * unmapped), and forgets what the unwinder cached of the old one. Returns 0,
+ * or -1 when the maps cannot be read (the map is left as it was).
+ */
+int capture_load_maps(struct tracer *T, struct proc *p);
 
 /* Unwinds the stopped thread (regs as at the stop) and interns its stack; STACKS_ROOT when nothing could be read. */
 uint32_t capture_stack(struct tracer *T, struct tracee *t, const struct user_regs_struct *regs);
@@ -33,11 +78,6 @@ uint32_t capture_finish(struct tracer *T, struct tracee *t);
  */
 uint32_t capture_copied(struct tracer *T, struct tracee *t, const struct user_regs_struct *regs,
 			const void *stack, size_t len);
-/*
- * Whether the stopped thread (regs as at the stop) is inside a function its
- * process hooks at its returns (tracer/hooks.h): one of its frames is there.
- */
-int capture_in_exit_fn(struct tracer *T, struct tracee *t, const struct user_regs_struct *regs);
 /* At a clone event of thread t: the new thread child of the same process records t's stack as its origin. */
 void capture_thread_origin(struct tracer *T, struct tracee *t, struct tracee *child);
 

@@ -67,6 +67,8 @@ struct modmap {
 	struct modrange *v; size_t n;  /* ascending, owned */
 	uint64_t stack_start, stack_end; /* the [stack] mapping when loaded, or 0 */
 	unsigned loads;                  /* times loaded, for counters */
+	double loaded_at;                /* when it was last read (tracer_now; kept by its users) */
+	int dirty;                       /* objects may have been mapped or unmapped since it was read */
 };
 
 /* Storage is the caller's; _fin frees everything. */

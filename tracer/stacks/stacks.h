@@ -40,7 +40,7 @@ void stacks_fin(struct stacks *s);
 
 /* The frame id for (module, offset), created on first use; STACKS_FAILED when out of memory. */
 uint32_t stacks_frame(struct stacks *s, uint32_t module, uint64_t offset);
-/* A Python frame: a name id (struct pynames, tracer/pystack.h) and a line; STACKS_FAILED out of memory. */
+/* A Python frame: a name id (struct pynames, tracer/stacks/pystack.h) and a line; STACKS_FAILED out of memory. */
 static inline uint32_t stacks_py_frame(struct stacks *s, uint32_t name, uint32_t line)
 {
 	return stacks_frame(s, STACKS_PY_MODULE, (uint64_t)name << 32 | line);

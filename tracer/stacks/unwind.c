@@ -12,6 +12,7 @@
 #include "common/error.h"
 #include "symbols/maps.h"
 #include "symbols/sym.h"
+#include "tracer/stacks/sigmask.h"
 
 /* Exported by libunwind (its ptrace accessors use it) but not declared in its public headers. */
 extern int _Ux86_64_dwarf_search_unwind_table(unw_addr_space_t as, unw_word_t ip, unw_dyn_info_t *di,
@@ -91,33 +92,6 @@ static int synth_word(const struct unwind *u, uint64_t addr, uint64_t *val)
 	/* libunwind reads whole words; the last one may reach past the table. */
 	*val = 0;
 	memcpy(val, (const char *)e->eh_own + off, len - off < sizeof(*val) ? len - off : sizeof(*val));
-	return 0;
-}
-
-/*
- * libunwind (as Debian builds it) blocks every signal around each lock it
- * takes, and it takes one to allocate and free per-frame records: two
- * sigprocmask system calls each time, about 60 per unwind of an interpreter's
- * stack, measured as a third of the tracer's time on a NumPy script. Those
- * masks guard against a signal handler unwinding its own thread, which ptfil
- * never does, and ptfil is single-threaded. So sigprocmask is defined here:
- * while ptfil is inside libunwind it does nothing; every other call goes to the
- * C library as usual. (The C library's own internal calls never come here.)
- */
-static int in_libunwind;
-
-int sigprocmask(int how, const sigset_t *set, sigset_t *old)
-{
-	if (in_libunwind) {
-		if (old)
-			sigemptyset(old);
-		return 0;
-	}
-	int rc = pthread_sigmask(how, set, old);
-	if (rc) {
-		errno = rc;
-		return -1;
-	}
 	return 0;
 }
 
@@ -534,9 +508,9 @@ static size_t unwind_steps(struct unwind *u, uint64_t *ips, size_t max);
 
 size_t unwind_run(struct unwind *u, uint64_t *ips, size_t max)
 {
-	in_libunwind = 1;
+	sigmask_unwinding(1);
 	size_t n = unwind_steps(u, ips, max);
-	in_libunwind = 0;
+	sigmask_unwinding(0);
 	return n;
 }
 

@@ -1,0 +1,134 @@
+/* The heap-event sink (memory/alloc.h): one path from a source's event to the ledger. */
+#include "tracer/memory/alloc.h"
+
+#include "common/error.h"
+#include "tracer/core/session.h"
+#include "tracer/memory/heap.h"
+#include "tracer/memory/peak.h"
+
+int alloc_active(const struct tracee *t)
+{
+	return t->call->active;
+}
+
+int alloc_left_behind(struct tracee *t, uint64_t sp, enum alloc_slot slot)
+{
+	struct alloc_call *c = t->call;
+	if (!c->active)
+		return 0;
+	int gone = slot == ALLOC_SLOT_UNKNOWN ? sp > c->sp : slot == ALLOC_SLOT_OVERWRITTEN;
+	if (gone)
+		c->active = 0;
+	return gone;
+}
+
+int alloc_follow(struct tracer *T, struct tracee *t)
+{
+	if (t->call->active) {
+		T->counts.nested_calls++;
+		t->p->counts.nested_calls++;
+		return 0;
+	}
+	return t->p->profiled && t->p->ready;
+}
+
+/* A block about to lose its memory: measured, and the peak checked, first. */
+static void before_free(struct tracer *T, struct proc *p, uint64_t ptr)
+{
+	const struct heap_block *b = heap_find(p->heap, ptr);
+	if (!b)
+		return;
+	if (b->large)
+		peak_before_release(T, p, b->ptr, b->ptr + b->size);
+	else
+		peak_before_small_release(T, p);
+}
+
+void alloc_enter(struct tracer *T, struct tracee *t, enum alloc_fn fn, const uint64_t args[3], uint64_t sp)
+{
+	struct alloc_call *c = t->call;
+	c->active = 1;
+	c->fn = fn;
+	for (int i = 0; i < 3; i++)
+		c->args[i] = args[i];
+	c->sp = sp;
+	c->stack = 0;
+	if ((fn == ALLOC_REALLOC || fn == ALLOC_REALLOCARRAY) && args[0])
+		before_free(T, t->p, args[0]);
+}
+
+void alloc_set_stack(struct tracee *t, uint32_t stack)
+{
+	t->call->stack = stack;
+}
+
+void alloc_forget(struct tracee *t)
+{
+	t->call->active = 0;
+}
+
+static uint64_t mul_or_zero(uint64_t a, uint64_t b)
+{
+	uint64_t r;
+	return __builtin_mul_overflow(a, b, &r) ? 0 : r;
+}
+
+void alloc_exit(struct tracer *T, struct tracee *t, uint64_t result, uint64_t block)
+{
+	struct alloc_call *c = t->call;
+	struct proc *p = t->p;
+	const uint64_t *a = c->args;
+	uint64_t ptr = result, size = 0;
+	c->active = 0;
+	(void)T;
+	switch (c->fn) {
+	case ALLOC_MALLOC: size = a[0]; break;
+	case ALLOC_CALLOC: size = mul_or_zero(a[0], a[1]); break;
+	case ALLOC_VALLOC: size = a[0]; break;
+	case ALLOC_PVALLOC: {
+		uint64_t ps = p->heap->page_size;
+		size = a[0] ? (a[0] + ps - 1) & ~(ps - 1) : ps;
+		break;
+	}
+	case ALLOC_ALIGNED_ALLOC:
+	case ALLOC_MEMALIGN: size = a[1]; break;
+	case ALLOC_POSIX_MEMALIGN:
+		/* Returns 0 and the block through its first argument. */
+		ptr = result == 0 ? block : 0;
+		size = a[2];
+		break;
+	case ALLOC_REALLOC:
+	case ALLOC_REALLOCARRAY:
+		size = c->fn == ALLOC_REALLOC ? a[1] : mul_or_zero(a[1], a[2]);
+		/* realloc(p, 0) frees p and returns NULL; a failed realloc leaves p alone. */
+		if (a[0] && (result || size == 0))
+			heap_free(p->heap, a[0]);
+		break;
+	default:
+		return;
+	}
+	if (ptr && heap_alloc(p->heap, ptr, size, c->stack))
+		warning("out of memory recording a block");
+}
+
+void alloc_free(struct tracer *T, struct tracee *t, uint64_t ptr)
+{
+	if (!ptr)
+		return;
+	before_free(T, t->p, ptr);
+	heap_free(t->p->heap, ptr);
+}
+
+void alloc_block(struct tracer *T, struct tracee *t, uint64_t ptr, uint64_t usable, uint32_t stack)
+{
+	struct proc *p = t->p;
+	if (!usable) {
+		T->counts.unsized_blocks++;
+		p->counts.unsized_blocks++;
+	} else if (heap_alloc(p->heap, ptr, usable, stack)) {
+		warning("out of memory recording a block");
+	} else {
+		T->counts.usable_blocks++;
+		p->counts.usable_blocks++;
+	}
+}

@@ -1,0 +1,93 @@
+/*
+ * The heap-event sink. Every source of malloc-family events (breakpoints in
+ * ptrace/, uprobe records in kernel/) says what happened in this one small
+ * vocabulary, and the ledger never knows who spoke:
+ *
+ *   an allocating call began (alloc_enter, then alloc_set_stack) and
+ *   returned (alloc_exit); a block is freed (alloc_free: measured first, then
+ *   released); a block was seen whole at a return (alloc_block); the call in
+ *   flight was left behind by a longjmp (alloc_left_behind).
+ *
+ * A call made while another is in flight (realloc calling malloc) is the
+ * allocator's own business: it is counted as nested and not charged. Each
+ * thread has one call in flight at most (struct alloc_call).
+ */
+#ifndef PTFIL_ALLOC_H
+#define PTFIL_ALLOC_H
+
+#include <stdint.h>
+
+struct tracer;
+struct tracee;
+struct proc;
+
+/* The malloc family, in the order ptrace/hooks.h and kernel/kheap_rec.h number them too. */
+enum alloc_fn {
+	ALLOC_MALLOC, ALLOC_CALLOC, ALLOC_REALLOC, ALLOC_REALLOCARRAY, ALLOC_FREE,
+	ALLOC_POSIX_MEMALIGN, ALLOC_ALIGNED_ALLOC, ALLOC_MEMALIGN, ALLOC_VALLOC, ALLOC_PVALLOC,
+	ALLOC__COUNT
+};
+
+/* A thread's allocating call in flight (struct tracee's call). */
+struct alloc_call {
+	int active;            /* begun, and its return not seen yet */
+	enum alloc_fn fn;
+	uint64_t args[3];
+	uint64_t sp;           /* the stack pointer at its entry: the return address is there */
+	uint32_t stack;        /* the stack it is charged to */
+};
+
+/* What the source can tell of the word at the call in flight's return slot (t->call->sp). */
+enum alloc_slot {
+	ALLOC_SLOT_UNKNOWN,      /* not read: the stack pointer decides */
+	ALLOC_SLOT_OURS,         /* still the return the source hijacked (its trampoline, the kernel's) */
+	ALLOC_SLOT_OVERWRITTEN,  /* anything else: the call's frame is gone */
+};
+
+/* True when thread t has an allocating call in flight. */
+int alloc_active(const struct tracee *t);
+
+/*
+ * Whether the call in flight of thread t was left behind (by longjmp or
+ * siglongjmp) when a new event happens at stack pointer sp: yes when its
+ * return slot holds something else now, or, where the slot cannot be read,
+ * when sp is above the call's entry (a call from inside it runs below). A
+ * call left behind is forgotten: it is never seen to return. Returns 1 then.
+ */
+int alloc_left_behind(struct tracee *t, uint64_t sp, enum alloc_slot slot);
+
+/*
+ * Whether an event of thread t is followed now: its process is profiled and
+ * set up, and no call is in flight. An event inside a call in flight is
+ * counted as nested here, once. Every other function below is called only
+ * for events this said yes to.
+ */
+int alloc_follow(struct tracer *T, struct tracee *t);
+
+/*
+ * Thread t entered fn(args) with stack pointer sp: it is now the call in
+ * flight. A realloc's old block is measured first, while it is still there.
+ * Its stack follows with alloc_set_stack (0, STACKS_ROOT, until then).
+ */
+void alloc_enter(struct tracer *T, struct tracee *t, enum alloc_fn fn, const uint64_t args[3], uint64_t sp);
+void alloc_set_stack(struct tracee *t, uint32_t stack);
+/* The source cannot see the call in flight return (its return could not be hijacked): forgotten. */
+void alloc_forget(struct tracee *t);
+/*
+ * The call in flight returned result: the ledger gains its block and loses
+ * the old one of a realloc. block: posix_memalign's block, as the source read
+ * it from the call's first argument (0 when it could not).
+ */
+void alloc_exit(struct tracer *T, struct tracee *t, uint64_t result, uint64_t block);
+
+/* free(ptr) by thread t: the block's memory measured, the peak checked, the block gone. */
+void alloc_free(struct tracer *T, struct tracee *t, uint64_t ptr);
+
+/*
+ * A block seen whole at a return of a function hooked there (ptrace/hooks.h):
+ * charged at its usable size to stack; a usable size of 0 (its chunk header
+ * made no sense) is counted and not charged.
+ */
+void alloc_block(struct tracer *T, struct tracee *t, uint64_t ptr, uint64_t usable, uint32_t stack);
+
+#endif
