@@ -18,14 +18,10 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
-#include <linux/kcmp.h>
 
 #include "common/error.h"
-#include "common/snap.h"
-#include "symbols/maps.h"
 #include "tracer/core/procfs.h"
 #include "tracer/core/rescue.h"
 #include "tracer/core/session.h"
@@ -39,7 +35,6 @@
 #include "tracer/output/live.h"
 #include "tracer/output/snapshot.h"
 #include "tracer/output/summary.h"
-#include "tracer/ptrace/mapcalls.h"
 #include "tracer/refuse.h"
 #include "tracer/session.h"
 #include "tracer/signals.h"

@@ -8,11 +8,8 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/ptrace.h>
-#include <sys/uio.h>
 
 #include "common/error.h"
-#include "tracer/core/remote.h"
-#include "tracer/core/rescue.h"
 #include "tracer/core/session.h"
 #include "tracer/detach.h"
 #include "tracer/follow.h"
@@ -23,7 +20,6 @@
 #include "tracer/memory/resid.h"
 #include "tracer/ptrace/breakpoints.h"
 #include "tracer/ptrace/hooks.h"
-#include "tracer/ptrace/mapcalls.h"
 
 #define LEAVE_ROUNDS 4
 #define LEAVE_TIMEOUT_S 5.0     /* for every thread to stop */

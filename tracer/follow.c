@@ -6,7 +6,6 @@
  * are compared with the ledger now and then for memory no hooked call made.
  */
 #include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ptrace.h>
@@ -24,7 +23,6 @@
 #include "tracer/lifecycle.h"
 #include "tracer/memory/heap.h"
 #include "tracer/memory/ledger.h"
-#include "tracer/memory/resid.h"
 #include "tracer/memory/tree.h"
 #include "tracer/ptrace/hooks.h"
 #include "tracer/stacks/stacks.h"

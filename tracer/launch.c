@@ -17,9 +17,7 @@
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/syscall.h>
-#include <sys/time.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "common/error.h"
@@ -30,7 +28,6 @@
 #include "tracer/loop.h"
 #include "tracer/output/export.h"
 #include "tracer/output/live.h"
-#include "tracer/output/snapshot.h"
 #include "tracer/output/summary.h"
 #include "tracer/session.h"
 #include "tracer/signals.h"

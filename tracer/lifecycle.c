@@ -3,10 +3,7 @@
  * module's part, set up once its image is known, set up again after exec,
  * dropped and freed. The tables themselves are core/'s.
  */
-#include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <sys/ptrace.h>
 #include <sys/resource.h>
 #include <unistd.h>

@@ -23,7 +23,6 @@
 #include "common/error.h"
 #include "tracer/core/event.h"
 #include "tracer/core/procfs.h"
-#include "tracer/core/rescue.h"
 #include "tracer/core/session.h"
 #include "tracer/follow.h"
 #include "tracer/kernel/kheap.h"
@@ -35,11 +34,8 @@
 #include "tracer/memory/tree.h"
 #include "tracer/output/live.h"
 #include "tracer/output/snapshot.h"
-#include "tracer/output/summary.h"
 #include "tracer/ptrace/breakpoints.h"
 #include "tracer/ptrace/mapcalls.h"
-#include "tracer/session.h"
-#include "tracer/signals.h"
 #include "tracer/stacks/capture.h"
 
 volatile sig_atomic_t loop_tick;

@@ -25,7 +25,6 @@
 #include "tracer/memory/alloc.h"
 #include "tracer/ptrace/hooks.h"
 #include "tracer/stacks/modules.h"
-#include "tracer/stacks/unwind.h"
 #include "tracer/stacks/capture.h"
 #include "tracer/core/session.h"
 #include "tracer/kernel/kheap_rec.h"
@@ -33,6 +32,7 @@
 #include "tracer/core/remote.h"
 #ifdef HAVE_BPF
 #include "tracer/kernel/uprobes.h"
+#include "tracer/stacks/unwind.h"
 #endif
 
 _Static_assert(KH_FN_POSIX_MEMALIGN == (int)ALLOC_POSIX_MEMALIGN, "kheap_rec.h and memory/alloc.h disagree");

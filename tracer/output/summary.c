@@ -1,5 +1,4 @@
 /* What ptfil says at the end of a run: the peak, the children not profiled, the budget (--max-peak). */
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -22,12 +22,10 @@
 #include "tracer/core/rescue.h"
 #include "tracer/core/session.h"
 #include "tracer/memory/alloc.h"
-#include "tracer/memory/heap.h"
 #include "tracer/ptrace/breakpoints.h"
 #include "tracer/ptrace/hooks.h"
 #include "tracer/ptrace/mapcalls.h"
 #include "tracer/stacks/capture.h"
-#include "tracer/stacks/modules.h"
 #include "tracer/stacks/stacks.h"
 #include "tracer/stacks/unwind.h"
 
