@@ -2,7 +2,13 @@
 
 Every run has a timeout and runs in its own session, so a hung ptfil and its
 traced child are killed together (the child also dies with ptfil: PTRACE_O_EXITKILL).
+
+A test that cannot run on this machine raises Skip("why"): main() prints "SKIP: test: why" and counts
+it apart, never as a pass; a file whose tests all skipped exits 77, automake's SKIP. What CI installs
+(tools/install-deps.sh, .ci/run) is not a reason to skip there: `raise missing("why")` is a skip on a
+developer's machine and a failure under CI=true.
 """
+import glob
 import json
 import os
 import shutil
@@ -11,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import traceback
+import unittest
 
 MiB = 1024 * 1024
 SRCDIR = os.environ.get("PTFIL_SRCDIR") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -148,18 +155,69 @@ def ptrace_refused():
     return r.returncode != 0 and b"cannot trace" in r.stderr
 
 
+class Skip(unittest.SkipTest):
+    """Raised by a test that cannot run here, with the reason: main() prints "SKIP: NAME: reason" and
+    counts it apart from passes and failures; in a unittest file it is unittest's own skip."""
+
+
+# CI (.ci/run) sets CI=true; what tools/install-deps.sh and .ci/run install must be there.
+ON_CI = os.environ.get("CI") == "true"
+
+
+def missing(why):
+    """What to raise when a test lacks something that CI installs: a Skip here, an AssertionError under
+    CI=true, where its absence means the CI script did not install it."""
+    if ON_CI:
+        return AssertionError("%s (CI=true: CI installs it, so this is a failure, not a skip)" % why)
+    return Skip(why)
+
+
+def cpython(minor):
+    """The CPython 3.<minor> to test: Debian's /usr/bin/python3.<minor>, else the newest that pyenv has
+    ($PYENV_ROOT or ~/.pyenv). Raises Skip when there is none: Debian 12 packages 3.11 alone, and CI
+    cannot build another (the README says which versions CI checks)."""
+    debian = "/usr/bin/python3.%d" % minor
+    if os.access(debian, os.X_OK):
+        return debian
+    found = []
+    for root in filter(None, [os.environ.get("PYENV_ROOT"), os.path.expanduser("~/.pyenv")]):
+        found += glob.glob(os.path.join(root, "versions", "3.%d.*" % minor, "bin", "python3.%d" % minor))
+    found = [p for p in found if os.access(p, os.X_OK)]
+    if not found:
+        raise Skip("no CPython 3.%d here: neither %s nor a pyenv 3.%d.x" % (minor, debian, minor))
+
+    def version(path):
+        return [int(x) if x.isdigit() else -1 for x in path.split("/versions/")[1].split("/")[0].split(".")]
+    return max(found, key=version)
+
+
+def exit_status(passed, failed, skipped):
+    """1 on any failure, 77 (automake's SKIP) when every test that ran skipped, else 0."""
+    if failed:
+        return 1
+    return 77 if skipped and not passed else 0
+
+
 def main(tests):
-    """Runs the test functions given, prints one line each and a summary; exits 1 on any failure, 77 if ptrace is refused."""
+    """Runs the test functions given (those named on the command line, if any), prints PASS, FAIL or
+    SKIP for each and a summary; exits 1 on any failure, 77 if ptrace is refused or every test skipped."""
     if ptrace_refused():
         print("SKIP: ptrace is not permitted here")
         sys.exit(77)
-    passed = failed = 0
     only = sys.argv[1:]
+    unknown = [n for n in only if n not in {t.__name__ for t in tests}]
+    if unknown:
+        print("FAIL: %s has no test named %s" % (os.path.basename(sys.argv[0]), ", ".join(unknown)))
+        sys.exit(1)
+    passed = failed = skipped = 0
     for t in tests:
         if only and t.__name__ not in only:
             continue
         try:
             t()
+        except Skip as e:
+            skipped += 1
+            print("SKIP: %s: %s" % (t.__name__, e))
         except Exception:
             failed += 1
             print("FAIL: %s" % t.__name__)
@@ -167,12 +225,31 @@ def main(tests):
         else:
             passed += 1
             print("PASS: %s" % t.__name__)
-    print("%d passed, %d failed" % (passed, failed))
-    sys.exit(1 if failed else 0)
+        sys.stdout.flush()
+    print("%d passed, %d failed, %d skipped" % (passed, failed, skipped))
+    sys.exit(exit_status(passed, failed, skipped))
+
+
+def unittest_main(name, programs=()):
+    """main() for the files written as unittest.TestCase classes: checks that the programs they run were
+    built, runs the cases (those named on the command line, if any), prints a summary; exits as main()
+    does (a skip is unittest's: raise Skip or self.skipTest)."""
+    for path in programs:
+        if not os.access(path, os.X_OK):
+            print("%s: %s not found; set PTFIL_BUILDDIR" % (name, path), file=sys.stderr)
+            sys.exit(1)
+    result = unittest.main(exit=False, verbosity=1).result
+    skipped = len(result.skipped)
+    failed = len(result.failures) + len(result.errors) + len(getattr(result, "unexpectedSuccesses", []))
+    passed = result.testsRun - failed - skipped
+    print("%s: %d passed, %d failed, %d skipped" % (name, passed, failed, skipped))
+    if not result.testsRun:
+        print("FAIL: %s ran no test" % name)
+        sys.exit(1)
+    sys.exit(exit_status(passed, failed, skipped))
 
 
 # --- attach mode and process trees (test_attach.py, test_forks.py) ------------------------------
-import glob
 import re
 import threading
 import time
