@@ -77,13 +77,61 @@ def launch(argv, ptfil_args=("-i", "0"), stdin_data=None, timeout=TIMEOUT, env=N
     return Run(proc, snap, out, err)
 
 
+def launched(argv, ptfil_args=("-i", "0"), timeout=TIMEOUT, env=None):
+    """launch() of a program that must run to a clean end (exit status 0): (the Run, its snapshot's JSON)."""
+    r = launch(argv, ptfil_args=ptfil_args, timeout=timeout, env=env)
+    assert r.returncode == 0, (argv, r.returncode, r.stderr.decode(errors="replace"))
+    return r, r.json
+
+
 def bare(argv, stdin_data=None, timeout=TIMEOUT):
     """Runs argv untraced, for comparison; returns CompletedProcess."""
     return subprocess.run(argv, input=stdin_data, capture_output=True, timeout=timeout)
 
 
+def run(argv, input=None, stdin=None, env=None, cwd=None, timeout=TIMEOUT, pass_fds=()):
+    """Runs argv to its end in a session of its own, with stdout and stderr captured (bytes), and returns
+    the CompletedProcess. Its stdin is input (bytes), else the file stdin, else /dev/null. On timeout
+    the whole session is killed and AssertionError raised; once it is done, so is whatever it left
+    running in its session."""
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE if input is not None else stdin or subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=cwd, pass_fds=pass_fds,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(input, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        proc.communicate()
+        raise AssertionError("%s timed out after %ss" % (" ".join(map(str, argv)), timeout)) from None
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+def ptfil(*args, **kw):
+    """run() of ptfil ARGS (no -q or -o added): the CompletedProcess."""
+    return run([PTFIL, *map(str, args)], **kw)
+
+
+def view(*args, **kw):
+    """run() of ptfil-view ARGS: the CompletedProcess, whatever its exit status."""
+    return run([VIEW, *map(str, args)], **kw)
+
+
+def view_output(*args, **kw):
+    """The stdout of ptfil-view ARGS, which must exit 0 and say nothing on stderr."""
+    r = view(*args, **kw)
+    assert r.returncode == 0, "ptfil-view %s failed (%d): %s" % (" ".join(map(str, args)), r.returncode,
+                                                               r.stderr.decode(errors="replace"))
+    assert r.stderr == b"", r.stderr
+    return r.stdout
+
+
 def view_json(path):
-    r = subprocess.run([VIEW, "--json", path], capture_output=True, timeout=60)
+    r = view("--json", path, timeout=60)
     if r.returncode != 0:
         raise AssertionError("ptfil-view --json %s failed (%d): %s" % (path, r.returncode, r.stderr.decode()))
     return json.loads(r.stdout)
@@ -149,8 +197,7 @@ def malloc_bytes(doc, n, count=1):
 def ptrace_refused():
     """True when this machine refuses ptrace to us: the one honest reason to skip (exit 77)."""
     d = workdir()
-    r = subprocess.run([PTFIL, "launch", "-q", "-o", os.path.join(d, "s.gz"), "--", "/bin/true"],
-                       capture_output=True, timeout=60)
+    r = ptfil("launch", "-q", "-o", os.path.join(d, "s.gz"), "--", "/bin/true", timeout=60)
     shutil.rmtree(d, ignore_errors=True)
     return r.returncode != 0 and b"cannot trace" in r.stderr
 
@@ -562,23 +609,11 @@ UPROBE_REFUSED = "cannot use kernel uprobes"
 PTRACE_FALLBACK = "ptfil: heap events through ptrace:"
 
 
-def run_ptfil(args, env=None, timeout=TIMEOUT, stdin_data=None, prefix=()):
-    """Runs `ptfil ARGS` in its own session as it is (no -q, no -o added), killing its whole group on
-    timeout: (exit status, stdout, stderr as str). prefix: a command ptfil runs under (setpriv ...)."""
-    proc = subprocess.Popen([*prefix, PTFIL, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            start_new_session=True, env=env)
-    try:
-        out, err = proc.communicate(stdin_data, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
-        raise AssertionError("ptfil %s timed out after %ss" % (" ".join(args), timeout))
-    finally:
-        # Whatever the program left in the group (ptfil exits when it is done) goes too.
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-    return proc.returncode, out, err.decode(errors="replace")
+def run_ptfil(args, env=None, timeout=TIMEOUT, stdin_data=None, prefix=(), cwd=None, pass_fds=()):
+    """run() of `ptfil ARGS` as it is (no -q, no -o added): (exit status, stdout, stderr as str).
+    prefix: a command ptfil runs under (setpriv ...)."""
+    r = run([*prefix, PTFIL, *args], input=stdin_data, env=env, cwd=cwd, timeout=timeout, pass_fds=pass_fds)
+    return r.returncode, r.stdout, r.stderr.decode(errors="replace")
 
 
 def heap_events_probe(timeout=60):

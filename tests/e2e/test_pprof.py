@@ -24,7 +24,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ptfiltest import ON_CI, MiB, SRCDIR, VIEW, functions, launch, main, missing, target, view_json  # noqa: E402
+from ptfiltest import ON_CI, MiB, SRCDIR, VIEW, functions, launch, main, missing, target, view, view_json  # noqa: E402
 
 PYTHON = "/usr/bin/python3"
 # As the interpreter names it: the path normalized (a build directory gives SRCDIR as BUILDDIR/..).
@@ -72,7 +72,7 @@ def pprof(*args):
 def export(snap, *args, name=None):
     """ptfil-view --pprof ARGS SNAP -o FILE: the file's path."""
     out = os.path.join(_tmp, name or "p%d.pb.gz" % len(os.listdir(_tmp)))
-    r = subprocess.run([VIEW, "--pprof", *args, "-o", out, snap], capture_output=True, timeout=60)
+    r = view("--pprof", *args, "-o", out, snap, timeout=60)
     assert r.returncode == 0 and not r.stderr, "ptfil-view --pprof %s %s: %d %s" % (
         " ".join(args), snap, r.returncode, r.stderr.decode(errors="replace"))
     return out
@@ -194,7 +194,7 @@ def test_deterministic_and_stdout():
     assert da == db, "two exports of one snapshot differ"
     # "-o -" and no -o write the same bytes to a pipe.
     for args in (["-o", "-"], []):
-        out = subprocess.run([VIEW, "--pprof", *args, r.snapshot], capture_output=True, timeout=60)
+        out = view("--pprof", *args, r.snapshot, timeout=60)
         assert out.returncode == 0 and out.stdout == da, (args, out.returncode, out.stderr)
     # A terminal is refused with one line and gets nothing.
     master, slave = pty.openpty()
@@ -320,7 +320,7 @@ def test_hostile_refused():
         out = os.path.join(_tmp, "hostile.pb.gz")
         if os.path.exists(out):
             os.unlink(out)
-        r = subprocess.run([VIEW, "--pprof", "-o", out, path], capture_output=True, timeout=60)
+        r = view("--pprof", "-o", out, path, timeout=60)
         if r.returncode == 0:
             continue  # a regression input ptfil-view now reads (the fuzz test says which must be refused)
         refused += 1
@@ -329,7 +329,7 @@ def test_hostile_refused():
         # An existing file stays as it was.
         with open(out, "wb") as f:
             f.write(b"old")
-        r = subprocess.run([VIEW, "--pprof", "-o", out, path], capture_output=True, timeout=60)
+        r = view("--pprof", "-o", out, path, timeout=60)
         assert r.returncode == 1
         with open(out, "rb") as f:
             assert f.read() == b"old", path

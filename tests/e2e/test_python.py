@@ -20,8 +20,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ptfiltest import MiB, SRCDIR, VIEW, Attached, bare, check_near, cpython, functions, launch, main, missing, \
-    stacks_through, workdir
+from ptfiltest import MiB, SRCDIR, Attached, bare, check_near, cpython, functions, launch, main, missing, \
+    stacks_through, view_output, workdir
 
 PYTHON = "/usr/bin/python3"  # Debian 12's CPython 3.11 (PATH's python3 may be another one)
 PYDIR = os.path.abspath(os.path.join(SRCDIR, "tests", "targets", "py"))
@@ -297,8 +297,7 @@ def test_report_text():
     r = run_sites()
 
     def report(depth):
-        out = subprocess.run([VIEW, "--top", "20", "--depth", str(depth), r.snapshot], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, timeout=60, check=True).stdout.decode()
+        out = view_output("--top", "20", "--depth", str(depth), r.snapshot, timeout=60).decode()
         return out, out.split("\n#")
 
     def block_of(site, depth):

@@ -28,7 +28,7 @@ import urllib.request
 import xml.etree.ElementTree as ET
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ptfiltest import BUILDDIR, PTFIL, SRCDIR, VIEW, MiB, main, missing, target, view_json  # noqa: E402
+from ptfiltest import BUILDDIR, PTFIL, SRCDIR, MiB, main, missing, target, view, view_json, view_output  # noqa: E402
 from test_view import Snapshot  # noqa: E402
 
 KiB = 1024
@@ -159,22 +159,13 @@ class Dir:
         shutil.rmtree(self.path, ignore_errors=True)
 
 
-def view(*args, timeout=TIMEOUT):
-    r = subprocess.run([VIEW] + [str(a) for a in args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       timeout=timeout)
-    assert r.returncode == 0, "ptfil-view %s failed (%d): %s" % (" ".join(map(str, args)), r.returncode,
-                                                               r.stderr.decode(errors="replace"))
-    assert r.stderr == b"", r.stderr
-    return r.stdout
-
-
 def render(d, fmt, *snaps, name=None, extra=()):
     """Runs ptfil-view --svg/--html -o FILE; returns (path, bytes)."""
     out = d.file(name or "out.%s" % fmt)
     args = ["--" + fmt, "-o", out, *extra]
     if len(snaps) == 2:
         args.append("--diff")
-    view(*args, *snaps)
+    view_output(*args, *snaps)
     with open(out, "rb") as f:
         return out, f.read()
 
@@ -212,8 +203,7 @@ def flame_svg(root):
 
 def folded_frames(snap_path):
     """The frames as ptfil-view --folded shows them (every distinct prefix of its stacks)."""
-    r = subprocess.run([VIEW, "--folded", snap_path], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       timeout=TIMEOUT)
+    r = view("--folded", snap_path, timeout=TIMEOUT)
     assert r.returncode == 0, "ptfil-view --folded %s failed (%d): %s" % (snap_path, r.returncode,
                                                                         r.stderr.decode(errors="replace"))
     out = set()
