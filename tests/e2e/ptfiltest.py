@@ -333,6 +333,41 @@ def wait_until(predicate, timeout, what):
         time.sleep(0.05)
 
 
+def file_stamp(path):
+    """What changes each time ptfil writes the snapshot path (it writes a file beside it and renames it
+    into place): (inode, mtime in ns, size), or None while there is none."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def wait_snapshot(path, ready=None, what="the snapshot", timeout=30, since=None):
+    """Waits, instead of a sleep tuned to ptfil's checkpoint (it rewrites a snapshot whose peak grew at
+    most once a second), for a snapshot at path written after the file_stamp since (any, by default)
+    for which ready(its JSON) holds: returns a true value, or None without raising AssertionError (a
+    check). Reads the file only when it changed; returns that JSON. On timeout, AssertionError naming
+    what it waited for and what the last snapshot read gave."""
+    deadline = time.time() + timeout
+    seen, last = since, "no snapshot written"
+    while True:
+        stamp = file_stamp(path)
+        if stamp is not None and stamp != seen:
+            seen = stamp
+            try:
+                doc = view_json(path)
+                ok = ready(doc) if ready else True
+                if ok is None or ok:
+                    return doc
+                last = "the last one read did not have it"
+            except AssertionError as e:
+                last = "the last one read: %s" % e
+        if time.time() >= deadline:
+            raise AssertionError("timed out after %ss waiting for %s at %s; %s" % (timeout, what, path, last))
+        time.sleep(0.05)
+
+
 def exec_mappings(pid):
     """The bytes of every executable mapping (r-xp in /proc/PID/maps) of pid, read through /proc/PID/mem:
     {(start, end, path): bytes}. Compared before an attach and after the detach, they show any int3 left in."""

@@ -24,7 +24,7 @@ from ptfiltest import BUILDDIR, HEAP_EVENTS_ENV, MiB, PTRACE_FALLBACK, UPROBE_RE
     check_near, code_differences, function_bytes, functions, heap_counters, heap_events_probe, heap_path, int3_offsets, \
     kernel_path_lock, \
     launch, main, malloc_bytes, mapped_library, require_kernel_path, run_ptfil, stack_signature, stacks_through, target, \
-    view_json, wait_until, workdir
+    view_json, wait_snapshot, wait_until, workdir
 
 STORM = os.path.join(BUILDDIR, "bench", "alloc_storm")
 STORM_PAIRS = 200000
@@ -170,7 +170,8 @@ def test_attach_kill_9_leaves_target_intact():
         before = code_differences(function_bytes(a.pid, path, base, WATCHED))
         assert not before, "before the attach, malloc/free already differ from %s:\n%s" % (path, "\n".join(before))
         a.attach("--heap-events=uprobe")
-        time.sleep(1.5)  # allocations on the kernel path; the snapshot is rewritten at most once a second
+        # The first checkpoint: ptfil runs on the kernel path, and a snapshot is there for after the kill.
+        wait_snapshot(a.snap, lambda doc: heap_path(doc) == "uprobe", "a checkpoint on the kernel path")
         _, _, fb = attached_code_checks(a)
         assert int3_offsets(fb, "malloc"), "no uprobe int3 in malloc's first %d bytes while attached: %s" % (
             HEAD, fb["malloc"][0].hex())
@@ -181,8 +182,7 @@ def test_attach_kill_9_leaves_target_intact():
         wait_code_restored(a, path, base, "after kill -9 of ptfil")
         os.kill(a.pid, signal.SIGUSR2)
         status, out = a.target_finish()
-        if os.path.exists(a.snap):
-            assert heap_path(a.json()) == "uprobe", heap_counters(a.json())
+        assert heap_path(a.json()) == "uprobe", heap_counters(a.json())
     assert (status, out) == want, "after kill -9 of ptfil: %r, untraced %r" % ((status, out), want)
 
 
