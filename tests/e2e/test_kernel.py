@@ -3,9 +3,12 @@
 The same program gives the same profile on either path. A ring too small for the records of a
 4-thread storm (PTFIL_RING_KIB=64, about 7 records with stack copies) loses nothing: ptfil stops the
 threads while it drains (kernel.backpressure), and the peak and its stacks are those of the ptrace path.
-Under attach ptfil writes nothing into the target: the only int3 in malloc and free are the kernel's,
-and they go with ptfil however it goes (kill -9 included). Without the capabilities the kernel asks
-for, `auto` says in one line that it takes ptrace and profiles as before; `uprobe` refuses before the
+Under attach on this path the only int3 in malloc and free are the kernel's uprobes, and they go
+with ptfil however it goes (kill -9 included). ptfil still writes int3 of its own into the target:
+into libc's wrappers of the mapping calls and of sigaltstack, and into ld.so's _dl_debug_state and
+its return trampoline; test_attach.py, run on the kernel path too (tests/e2e/uprobe/), checks that
+the code reads as before once ptfil is gone. Without the capabilities the kernel asks for, `auto`
+says in one line that it takes ptrace and profiles as before; `uprobe` refuses before the
 program runs. Python programs stay on the ptrace path (their frames are read at the event).
 
 Every test here needs the kernel path: where ptfil says it cannot use kernel uprobes, the file is
@@ -126,7 +129,7 @@ def test_tiny_ring_same_profile_as_ptrace():
                                                                    p["counters"].get(key))
 
 
-# --- attach: nothing of ptfil's in the target ---------------------------------------------------
+# --- attach: malloc and free carry the kernel's probes alone -------------------------------------
 
 LOOP = target("attach_loop")
 ITERATIONS = "100"
