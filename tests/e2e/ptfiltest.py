@@ -2,7 +2,13 @@
 
 Every run has a timeout and runs in its own session, so a hung ptfil and its
 traced child are killed together (the child also dies with ptfil: PTRACE_O_EXITKILL).
+
+A test that cannot run on this machine raises Skip("why"): main() prints "SKIP: test: why" and counts
+it apart, never as a pass; a file whose tests all skipped exits 77, automake's SKIP. What CI installs
+(tools/install-deps.sh, .ci/run) is not a reason to skip there: `raise missing("why")` is a skip on a
+developer's machine and a failure under CI=true.
 """
+import glob
 import json
 import os
 import shutil
@@ -11,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import traceback
+import unittest
 
 MiB = 1024 * 1024
 SRCDIR = os.environ.get("PTFIL_SRCDIR") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -70,13 +77,61 @@ def launch(argv, ptfil_args=("-i", "0"), stdin_data=None, timeout=TIMEOUT, env=N
     return Run(proc, snap, out, err)
 
 
+def launched(argv, ptfil_args=("-i", "0"), timeout=TIMEOUT, env=None):
+    """launch() of a program that must run to a clean end (exit status 0): (the Run, its snapshot's JSON)."""
+    r = launch(argv, ptfil_args=ptfil_args, timeout=timeout, env=env)
+    assert r.returncode == 0, (argv, r.returncode, r.stderr.decode(errors="replace"))
+    return r, r.json
+
+
 def bare(argv, stdin_data=None, timeout=TIMEOUT):
     """Runs argv untraced, for comparison; returns CompletedProcess."""
     return subprocess.run(argv, input=stdin_data, capture_output=True, timeout=timeout)
 
 
+def run(argv, input=None, stdin=None, env=None, cwd=None, timeout=TIMEOUT, pass_fds=()):
+    """Runs argv to its end in a session of its own, with stdout and stderr captured (bytes), and returns
+    the CompletedProcess. Its stdin is input (bytes), else the file stdin, else /dev/null. On timeout
+    the whole session is killed and AssertionError raised; once it is done, so is whatever it left
+    running in its session."""
+    proc = subprocess.Popen(argv, stdin=subprocess.PIPE if input is not None else stdin or subprocess.DEVNULL,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=cwd, pass_fds=pass_fds,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(input, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        proc.communicate()
+        raise AssertionError("%s timed out after %ss" % (" ".join(map(str, argv)), timeout)) from None
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    return subprocess.CompletedProcess(argv, proc.returncode, out, err)
+
+
+def ptfil(*args, **kw):
+    """run() of ptfil ARGS (no -q or -o added): the CompletedProcess."""
+    return run([PTFIL, *map(str, args)], **kw)
+
+
+def view(*args, **kw):
+    """run() of ptfil-view ARGS: the CompletedProcess, whatever its exit status."""
+    return run([VIEW, *map(str, args)], **kw)
+
+
+def view_output(*args, **kw):
+    """The stdout of ptfil-view ARGS, which must exit 0 and say nothing on stderr."""
+    r = view(*args, **kw)
+    assert r.returncode == 0, "ptfil-view %s failed (%d): %s" % (" ".join(map(str, args)), r.returncode,
+                                                               r.stderr.decode(errors="replace"))
+    assert r.stderr == b"", r.stderr
+    return r.stdout
+
+
 def view_json(path):
-    r = subprocess.run([VIEW, "--json", path], capture_output=True, timeout=60)
+    r = view("--json", path, timeout=60)
     if r.returncode != 0:
         raise AssertionError("ptfil-view --json %s failed (%d): %s" % (path, r.returncode, r.stderr.decode()))
     return json.loads(r.stdout)
@@ -142,24 +197,74 @@ def malloc_bytes(doc, n, count=1):
 def ptrace_refused():
     """True when this machine refuses ptrace to us: the one honest reason to skip (exit 77)."""
     d = workdir()
-    r = subprocess.run([PTFIL, "launch", "-q", "-o", os.path.join(d, "s.gz"), "--", "/bin/true"],
-                       capture_output=True, timeout=60)
+    r = ptfil("launch", "-q", "-o", os.path.join(d, "s.gz"), "--", "/bin/true", timeout=60)
     shutil.rmtree(d, ignore_errors=True)
     return r.returncode != 0 and b"cannot trace" in r.stderr
 
 
+class Skip(unittest.SkipTest):
+    """Raised by a test that cannot run here, with the reason: main() prints "SKIP: NAME: reason" and
+    counts it apart from passes and failures; in a unittest file it is unittest's own skip."""
+
+
+# CI (.ci/run) sets CI=true; what tools/install-deps.sh and .ci/run install must be there.
+ON_CI = os.environ.get("CI") == "true"
+
+
+def missing(why):
+    """What to raise when a test lacks something that CI installs: a Skip here, an AssertionError under
+    CI=true, where its absence means the CI script did not install it."""
+    if ON_CI:
+        return AssertionError("%s (CI=true: CI installs it, so this is a failure, not a skip)" % why)
+    return Skip(why)
+
+
+def cpython(minor):
+    """The CPython 3.<minor> to test: Debian's /usr/bin/python3.<minor>, else the newest that pyenv has
+    ($PYENV_ROOT or ~/.pyenv). Raises Skip when there is none: Debian 12 packages 3.11 alone, and CI
+    cannot build another (the README says which versions CI checks)."""
+    debian = "/usr/bin/python3.%d" % minor
+    if os.access(debian, os.X_OK):
+        return debian
+    found = []
+    for root in filter(None, [os.environ.get("PYENV_ROOT"), os.path.expanduser("~/.pyenv")]):
+        found += glob.glob(os.path.join(root, "versions", "3.%d.*" % minor, "bin", "python3.%d" % minor))
+    found = [p for p in found if os.access(p, os.X_OK)]
+    if not found:
+        raise Skip("no CPython 3.%d here: neither %s nor a pyenv 3.%d.x" % (minor, debian, minor))
+
+    def version(path):
+        return [int(x) if x.isdigit() else -1 for x in path.split("/versions/")[1].split("/")[0].split(".")]
+    return max(found, key=version)
+
+
+def exit_status(passed, failed, skipped):
+    """1 on any failure, 77 (automake's SKIP) when every test that ran skipped, else 0."""
+    if failed:
+        return 1
+    return 77 if skipped and not passed else 0
+
+
 def main(tests):
-    """Runs the test functions given, prints one line each and a summary; exits 1 on any failure, 77 if ptrace is refused."""
+    """Runs the test functions given (those named on the command line, if any), prints PASS, FAIL or
+    SKIP for each and a summary; exits 1 on any failure, 77 if ptrace is refused or every test skipped."""
     if ptrace_refused():
         print("SKIP: ptrace is not permitted here")
         sys.exit(77)
-    passed = failed = 0
     only = sys.argv[1:]
+    unknown = [n for n in only if n not in {t.__name__ for t in tests}]
+    if unknown:
+        print("FAIL: %s has no test named %s" % (os.path.basename(sys.argv[0]), ", ".join(unknown)))
+        sys.exit(1)
+    passed = failed = skipped = 0
     for t in tests:
         if only and t.__name__ not in only:
             continue
         try:
             t()
+        except Skip as e:
+            skipped += 1
+            print("SKIP: %s: %s" % (t.__name__, e))
         except Exception:
             failed += 1
             print("FAIL: %s" % t.__name__)
@@ -167,12 +272,35 @@ def main(tests):
         else:
             passed += 1
             print("PASS: %s" % t.__name__)
-    print("%d passed, %d failed" % (passed, failed))
-    sys.exit(1 if failed else 0)
+        sys.stdout.flush()
+    print("%d passed, %d failed, %d skipped" % (passed, failed, skipped))
+    status = exit_status(passed, failed, skipped)
+    if status == 77 and kernel_path_required():
+        print("FAIL: every test skipped on the kernel path, which %s=1 requires to be checked" % REQUIRE_UPROBE_ENV)
+        status = 1
+    sys.exit(status)
+
+
+def unittest_main(name, programs=()):
+    """main() for the files written as unittest.TestCase classes: checks that the programs they run were
+    built, runs the cases (those named on the command line, if any), prints a summary; exits as main()
+    does (a skip is unittest's: raise Skip or self.skipTest)."""
+    for path in programs:
+        if not os.access(path, os.X_OK):
+            print("%s: %s not found; set PTFIL_BUILDDIR" % (name, path), file=sys.stderr)
+            sys.exit(1)
+    result = unittest.main(exit=False, verbosity=1).result
+    skipped = len(result.skipped)
+    failed = len(result.failures) + len(result.errors) + len(getattr(result, "unexpectedSuccesses", []))
+    passed = result.testsRun - failed - skipped
+    print("%s: %d passed, %d failed, %d skipped" % (name, passed, failed, skipped))
+    if not result.testsRun:
+        print("FAIL: %s ran no test" % name)
+        sys.exit(1)
+    sys.exit(exit_status(passed, failed, skipped))
 
 
 # --- attach mode and process trees (test_attach.py, test_forks.py) ------------------------------
-import glob
 import re
 import threading
 import time
@@ -206,6 +334,41 @@ def wait_until(predicate, timeout, what):
             return v
         if time.time() >= deadline:
             raise AssertionError("timed out after %ss waiting for %s" % (timeout, what))
+        time.sleep(0.05)
+
+
+def file_stamp(path):
+    """What changes each time ptfil writes the snapshot path (it writes a file beside it and renames it
+    into place): (inode, mtime in ns, size), or None while there is none."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_ino, st.st_mtime_ns, st.st_size)
+
+
+def wait_snapshot(path, ready=None, what="the snapshot", timeout=30, since=None):
+    """Waits, instead of a sleep tuned to ptfil's checkpoint (it rewrites a snapshot whose peak grew at
+    most once a second), for a snapshot at path written after the file_stamp since (any, by default)
+    for which ready(its JSON) holds: returns a true value, or None without raising AssertionError (a
+    check). Reads the file only when it changed; returns that JSON. On timeout, AssertionError naming
+    what it waited for and what the last snapshot read gave."""
+    deadline = time.time() + timeout
+    seen, last = since, "no snapshot written"
+    while True:
+        stamp = file_stamp(path)
+        if stamp is not None and stamp != seen:
+            seen = stamp
+            try:
+                doc = view_json(path)
+                ok = ready(doc) if ready else True
+                if ok is None or ok:
+                    return doc
+                last = "the last one read did not have it"
+            except AssertionError as e:
+                last = "the last one read: %s" % e
+        if time.time() >= deadline:
+            raise AssertionError("timed out after %ss waiting for %s at %s; %s" % (timeout, what, path, last))
         time.sleep(0.05)
 
 
@@ -485,23 +648,17 @@ UPROBE_REFUSED = "cannot use kernel uprobes"
 PTRACE_FALLBACK = "ptfil: heap events through ptrace:"
 
 
-def run_ptfil(args, env=None, timeout=TIMEOUT, stdin_data=None, prefix=()):
-    """Runs `ptfil ARGS` in its own session as it is (no -q, no -o added), killing its whole group on
-    timeout: (exit status, stdout, stderr as str). prefix: a command ptfil runs under (setpriv ...)."""
-    proc = subprocess.Popen([*prefix, PTFIL, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            start_new_session=True, env=env)
-    try:
-        out, err = proc.communicate(stdin_data, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        _kill_group(proc)
-        raise AssertionError("ptfil %s timed out after %ss" % (" ".join(args), timeout))
-    finally:
-        # Whatever the program left in the group (ptfil exits when it is done) goes too.
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-    return proc.returncode, out, err.decode(errors="replace")
+def run_ptfil(args, env=None, timeout=TIMEOUT, stdin_data=None, prefix=(), cwd=None, pass_fds=()):
+    """run() of `ptfil ARGS` as it is (no -q, no -o added): (exit status, stdout, stderr as str).
+    prefix: a command ptfil runs under (setpriv ...)."""
+    r = run([*prefix, PTFIL, *args], input=stdin_data, env=env, cwd=cwd, timeout=timeout, pass_fds=pass_fds)
+    return r.returncode, r.stdout, r.stderr.decode(errors="replace")
+
+
+def kernel_path_required():
+    """True in the kernel-path pass (run_uprobe.py: PTFIL_HEAP_EVENTS=uprobe) under PTFIL_REQUIRE_UPROBE=1
+    (CI), where that pass must check something rather than skip."""
+    return os.environ.get(HEAP_EVENTS_ENV) == "uprobe" and os.environ.get(REQUIRE_UPROBE_ENV) == "1"
 
 
 def heap_events_probe(timeout=60):

@@ -13,6 +13,8 @@ launch --heap-events=uprobe -- /bin/true), remembered in $PTFIL_BUILDDIR/tests/e
 for as long as the ptfil binary, the user and the capabilities are the same. Where ptfil says it
 cannot use kernel uprobes (not root and no CAP_BPF + CAP_PERFMON, an old kernel, ptfil built without
 BPF) the test is skipped (77) with ptfil's reason, unless PTFIL_REQUIRE_UPROBE=1 (then it fails).
+Under PTFIL_REQUIRE_UPROBE=1 a file whose tests all skipped fails too (ptfiltest.main): the pass
+must check something. A test that skips prints SKIP: NAME: why either way.
 """
 import os
 import sys
@@ -48,11 +50,12 @@ def main():
     status, message = ptfiltest.heap_events_probe_cached(os.path.join(cache_dir, "uprobe-probe.cache"))
     ptfiltest.require_kernel_path(status, message, "%s on the kernel path" % name)
     os.environ[ptfiltest.HEAP_EVENTS_ENV] = "uprobe"
+    # Test names given on the command line (make check KPY_LOG_FLAGS=NAME) replace the file's.
+    tests = given or tests
     print("%s with %s=uprobe%s" % (name, ptfiltest.HEAP_EVENTS_ENV, ": " + " ".join(tests) if tests else ""),
           flush=True)
     ptfiltest.kernel_path_lock()
-    # Test names given on the command line (make check KPY_LOG_FLAGS=NAME) replace the file's.
-    os.execv(sys.executable, [sys.executable, script] + (given or tests))
+    os.execv(sys.executable, [sys.executable, script] + tests)
 
 
 if __name__ == "__main__":

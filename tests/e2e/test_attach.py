@@ -13,7 +13,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 from ptfiltest import MiB, Attached, Lines, charged_through, check_near, exec_mappings, functions, \
-    live_snapshot, main, mapping_differences, own_functions, stacks_through, target, vmrss_bytes, wait_until
+    live_snapshot, main, mapping_differences, own_functions, stacks_through, target, vmrss_bytes, wait_snapshot, \
+    wait_until
 
 LOOP = target("attach_loop")
 THREADS = target("attach_threads")
@@ -193,7 +194,10 @@ def test_raw_syscall_mapping_found_by_reconciling():
         a.attach()
         a.send("")
         a.wait_output("holding")
-        time.sleep(1.5)  # the maps are compared with the ledger once a second
+        # The maps are compared with the ledger once a second, and the snapshot rewritten once its peak grew.
+        wait_snapshot(a.snap, lambda doc: check_near("[unhooked mmap]", charged_through(doc, "[unhooked mmap]"),
+                                                     12 * MiB, rel=0.05),
+                      "a checkpoint with the raw mapping charged to [unhooked mmap]")
         a.signal(signal.SIGINT)
         rc, err = a.finish()
         assert rc == 0, (rc, err)
@@ -230,7 +234,12 @@ def test_kill_9_leaves_last_peak_and_target_runs():
         code_before = exec_mappings(a.pid)
         a.attach()
         hold_threads(a)
-        time.sleep(2)  # the peak snapshot is rewritten at most about once a second
+
+        def held(doc):
+            check_workers(doc, "stacks")
+            check_near(BEFORE, charged_through(doc, BEFORE), 24 * MiB, rel=REL)
+        # The peak snapshot is rewritten at most about once a second: kill -9 once it has the workers.
+        wait_snapshot(a.snap, held, "a checkpoint with the workers' 4, 8 and 12 MiB")
         a.signal(signal.SIGKILL)
         a.ptfil.wait(timeout=30)
         wait_until(lambda: a.status("TracerPid") == "0", 10, "TracerPid 0 after kill -9 of ptfil")

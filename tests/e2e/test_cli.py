@@ -1,39 +1,34 @@
 """ptfil's command line: help, version, usage errors, programs that cannot run, the default snapshot name."""
 import glob
 import os
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ptfiltest import PTFIL, VIEW, main, target, view_json, workdir
-
-
-def run(args, cwd=None):
-    return subprocess.run([PTFIL, *args], capture_output=True, timeout=60, cwd=cwd)
+from ptfiltest import main, ptfil, target, view, view_json, workdir
 
 
 def test_help_and_version():
-    r = run(["--help"])
+    r = ptfil("--help")
     assert r.returncode == 0 and b"ptfil launch" in r.stdout and b"--interval" in r.stdout and b"--output" in r.stdout
-    r = run(["launch", "--help"])
+    r = ptfil("launch", "--help")
     assert r.returncode == 0 and b"ptfil launch" in r.stdout
-    r = run(["--version"])
+    r = ptfil("--version")
     assert r.returncode == 0 and r.stdout.startswith(b"ptfil ")
-    v = subprocess.run([VIEW, "--version"], capture_output=True, timeout=60)
+    v = view("--version")
     assert v.returncode == 0 and v.stdout.split()[-1] == r.stdout.split()[-1]
 
 
 def test_usage_errors_exit_2():
     for args in ([], ["frobnicate"], ["launch"], ["launch", "--interval", "soon", "--", "/bin/true"],
                  ["launch", "--no-such-option", "--", "/bin/true"]):
-        r = run(args)
+        r = ptfil(*args)
         assert r.returncode == 2, (args, r.returncode, r.stderr)
         assert r.stderr, args
 
 
 def test_missing_program_127():
     d = workdir()
-    r = run(["launch", "-o", os.path.join(d, "s.gz"), "--", "/nonexistent/program"])
+    r = ptfil("launch", "-o", os.path.join(d, "s.gz"), "--", "/nonexistent/program")
     assert r.returncode == 127, (r.returncode, r.stderr)
     assert b"cannot run /nonexistent/program" in r.stderr and b"No such file" in r.stderr, r.stderr
     assert not os.path.exists(os.path.join(d, "s.gz"))
@@ -44,14 +39,14 @@ def test_not_executable_126():
     path = os.path.join(d, "data.txt")
     with open(path, "w") as f:
         f.write("not a program\n")
-    r = run(["launch", "-o", os.path.join(d, "s.gz"), "--", path])
+    r = ptfil("launch", "-o", os.path.join(d, "s.gz"), "--", path)
     assert r.returncode == 126, (r.returncode, r.stderr)
     assert b"Permission denied" in r.stderr, r.stderr
 
 
 def test_default_snapshot_name_and_summary():
     d = workdir()
-    r = run(["launch", "--", target("behave"), "exit", "0"], cwd=d)
+    r = ptfil("launch", "--", target("behave"), "exit", "0", cwd=d)
     assert r.returncode == 0, r.stderr
     snaps = glob.glob(os.path.join(d, "ptfil-behave-*.gz"))
     assert len(snaps) == 1, os.listdir(d)
@@ -65,13 +60,13 @@ def test_default_snapshot_name_and_summary():
 
 def test_program_options_are_its_own():
     d = workdir()
-    r = run(["launch", "-q", "-o", os.path.join(d, "s.gz"), "--", "/bin/echo", "-o", "--help"])
+    r = ptfil("launch", "-q", "-o", os.path.join(d, "s.gz"), "--", "/bin/echo", "-o", "--help")
     assert r.returncode == 0 and r.stdout == b"-o --help\n", r.stdout
 
 
 def test_unwritable_snapshot_is_an_error():
     # Found before the program runs: a usage error (tests/e2e/test_output.py).
-    r = run(["launch", "-q", "-o", "/nonexistent-dir/s.gz", "--", target("behave"), "exit", "0"])
+    r = ptfil("launch", "-q", "-o", "/nonexistent-dir/s.gz", "--", target("behave"), "exit", "0")
     assert r.returncode == 2, (r.returncode, r.stderr)
     assert b"/nonexistent-dir/s.gz" in r.stderr, r.stderr
 

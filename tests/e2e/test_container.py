@@ -22,7 +22,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ptfiltest import (MiB, PTFIL, SRCDIR, TIMEOUT, Attached, bare, charged_through, check_near, child_snapshots,
+from ptfiltest import (MiB, PTFIL, SRCDIR, TIMEOUT, Attached, Skip, bare, charged_through, check_near, child_snapshots,
                        exec_mappings, launch, main, mapping_differences, target, view_json, wait_until, workdir)
 
 PYTHON = "/usr/bin/python3"  # Debian 12's CPython 3.11, as in test_python.py
@@ -117,16 +117,14 @@ def attach_in_namespace(prefix):
 
 def test_attach_pid_namespace():
     if not namespaces_work(PID_NS):
-        print("SKIP: cannot make a PID namespace here (%s)" % " ".join(PID_NS))
-        return
+        raise Skip("cannot make a PID namespace here (%s)" % " ".join(PID_NS))
     attach_in_namespace(PID_NS)
 
 
 def test_attach_user_namespace():
     """The same inside a user namespace (unprivileged containers): the host's root still traces it."""
     if not namespaces_work(USER_PID_NS):
-        print("SKIP: this kernel does not let us make a user namespace (%s)" % " ".join(USER_PID_NS))
-        return
+        raise Skip("this kernel does not let us make a user namespace (%s)" % " ".join(USER_PID_NS))
     attach_in_namespace(USER_PID_NS)
 
 
@@ -135,8 +133,7 @@ def test_launch_pid_namespace():
     namespace, so only --follow-forks profiles it, in the child's own snapshot; each buffer is charged
     to the Python line that made it, in the main thread and in the second thread."""
     if not namespaces_work(PID_NS):
-        print("SKIP: cannot make a PID namespace here (%s)" % " ".join(PID_NS))
-        return
+        raise Skip("cannot make a PID namespace here (%s)" % " ".join(PID_NS))
     lines = site_lines(BOXED)
     b = bare(PID_NS + [PYTHON, BOXED])
     assert (b.returncode, b.stdout) == (5, b"boxed: 36 MiB\n"), (b.returncode, b.stdout, b.stderr)
@@ -202,11 +199,9 @@ def test_setuid_loses_privilege():
     its end unprivileged (it prints the euid it got: the user's, not root's), with its own exit status.
     Run by root, or on a program that is not set-user-ID, there is nothing to say."""
     if os.geteuid() != 0:
-        print("SKIP: making a set-user-ID root copy needs root")
-        return
+        raise Skip("making a set-user-ID root copy needs root")
     if not shutil.which("setpriv"):
-        print("SKIP: no setpriv (util-linux) to run ptfil as another user")
-        return
+        raise Skip("no setpriv (util-linux) to run ptfil as another user")
     nobody = pwd.getpwnam("nobody")
     d = workdir()
     try:
@@ -218,20 +213,22 @@ def test_setuid_loses_privilege():
         setuid = os.path.join(d, "setuid_copy")
         shutil.copy(target("whoami_euid"), setuid)
         os.chmod(setuid, 0o4755)
-        rc, out, err = run_as(nobody, [PTFIL, "--version"], d)
+        # ptfil is run from a copy here: the build directory may be one that nobody cannot enter (a clone
+        # under /root), and ptfil is one file that needs nothing beside it.
+        ptfil_copy = os.path.join(d, "ptfil")
+        shutil.copy(PTFIL, ptfil_copy)
+        rc, out, err = run_as(nobody, [ptfil_copy, "--version"], d)
         if rc != 0:
-            print("SKIP: nobody cannot run %s (a build directory it may not enter?): %s" % (PTFIL, err))
-            return
+            raise Skip("nobody cannot run %s: %s" % (ptfil_copy, err.strip()))
         rc, out, err = run_as(nobody, ["./setuid_copy"], d)
         assert rc == 7, (rc, out, err)
         if out != b"euid 0 ruid %d\n" % nobody.pw_uid:
-            print("SKIP: set-user-ID is not honoured here even untraced (a nosuid mount?): %r" % out)
-            return
+            raise Skip("set-user-ID is not honoured in %s even untraced (a nosuid mount?): %r" % (d, out))
 
         def ptfil(user, program, snap):
             # auto: the kernel path needs CAP_BPF and CAP_PERFMON, which nobody lacks (the suite's
             # kernel-path pass sets PTFIL_HEAP_EVENTS=uprobe, which would refuse to run).
-            return run_as(user, [PTFIL, "launch", "-q", "-i", "0", "--heap-events=auto", "-o", os.path.join(d, snap),
+            return run_as(user, [ptfil_copy, "launch", "-q", "-i", "0", "--heap-events=auto", "-o", os.path.join(d, snap),
                                  "--", program], d)
 
         rc, out, err = ptfil(nobody, "./setuid_copy", "nobody.gz")
@@ -241,7 +238,7 @@ def test_setuid_loses_privilege():
         check_near("keep_block", charged_through(view_json(os.path.join(d, "nobody.gz")), "keep_block"), 4 * MiB)
         # Found through PATH as execvp finds it: the warning names the file.
         env_path = "PATH=%s:%s" % (d, os.environ.get("PATH", "/usr/bin:/bin"))
-        rc, out, err = run_as(nobody, ["env", env_path, PTFIL, "launch", "-q", "-i", "0", "--heap-events=auto", "-o",
+        rc, out, err = run_as(nobody, ["env", env_path, ptfil_copy, "launch", "-q", "-i", "0", "--heap-events=auto", "-o",
                                        os.path.join(d, "path.gz"), "--", "setuid_copy"], d)
         assert PRIVILEGE.findall(err) == [setuid] and rc == 7, (rc, out, err)
         # Nothing to say: root keeps the privilege, and a program that is not set-user-ID has none to lose.

@@ -16,9 +16,9 @@ import threading
 import unittest
 import zlib
 
-BUILDDIR = os.environ.get("PTFIL_BUILDDIR", os.getcwd())
-SRCDIR = os.environ.get("PTFIL_SRCDIR") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-VIEW = os.path.join(BUILDDIR, "ptfil-view")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ptfiltest import SRCDIR, VIEW, unittest_main, view  # noqa: E402
+
 REGRESS = os.path.join(SRCDIR, "tests", "fuzz", "regress")
 TIMEOUT = 60
 
@@ -79,13 +79,9 @@ def regress_files():
                   if os.path.isfile(os.path.join(REGRESS, n)))
 
 
-def view(mode, path):
-    args = MODES[mode] + ([path, path] if mode == "diff" else [path])
-    try:
-        return subprocess.run([VIEW] + args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, timeout=TIMEOUT)
-    except subprocess.TimeoutExpired:
-        raise AssertionError("ptfil-view %s %s did not finish in %d s" % (" ".join(MODES[mode]), path, TIMEOUT))
+def view_mode(mode, path):
+    """ptfil-view in the output mode of MODES on path (twice for the diff): the CompletedProcess."""
+    return view(*MODES[mode], *([path, path] if mode == "diff" else [path]), timeout=TIMEOUT)
 
 
 def gzip_member(data):
@@ -150,7 +146,7 @@ class FuzzRegressTest(unittest.TestCase):
             problems = {}
             for mode in MODES:
                 with self.subTest(file=os.path.basename(path), mode=mode):
-                    r = view(mode, path)
+                    r = view_mode(mode, path)
                     problems[mode] = self.check_outcome(mode, path, r)
             # Reading comes before rendering: a file is refused in every mode, for the same reason.
             with self.subTest(file=os.path.basename(path), mode="all"):
@@ -163,7 +159,7 @@ class FuzzRegressTest(unittest.TestCase):
                 self.assertIn(name, present)
                 path = os.path.join(REGRESS, name)
                 for mode in ("text", "json", "diff"):
-                    r = view(mode, path)
+                    r = view_mode(mode, path)
                     self.assertEqual(r.returncode, 1, "%s: %r" % (mode, r.stderr))
                     problem = self.check_outcome(mode, path, r)
                     self.assertIn(expected, problem)
@@ -199,17 +195,10 @@ class FuzzRegressTest(unittest.TestCase):
             with self.subTest(file=name):
                 path = os.path.join(REGRESS, name)
                 for mode in ("text", "json"):
-                    r = view(mode, path)
+                    r = view_mode(mode, path)
                     self.assertEqual(r.returncode, 0, "%s: %r" % (mode, r.stderr))
                     self.assertNotEqual(r.stdout, b"")
 
 
 if __name__ == "__main__":
-    if not os.access(VIEW, os.X_OK):
-        print("test_fuzz_regress: %s not found; set PTFIL_BUILDDIR" % VIEW, file=sys.stderr)
-        sys.exit(1)
-    result = unittest.main(exit=False, verbosity=1).result
-    ok = result.wasSuccessful()
-    print("test_fuzz_regress: %d tests, %d failures, %d errors, %d skipped"
-          % (result.testsRun, len(result.failures), len(result.errors), len(result.skipped)))
-    sys.exit(0 if ok else 1)
+    unittest_main("test_fuzz_regress", [VIEW])

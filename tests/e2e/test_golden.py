@@ -33,9 +33,9 @@ import sys
 import tempfile
 import unittest
 
-BUILDDIR = os.environ.get("PTFIL_BUILDDIR", os.getcwd())
-SRCDIR = os.environ.get("PTFIL_SRCDIR", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
-VIEW = os.path.join(BUILDDIR, "ptfil-view")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ptfiltest import SRCDIR, VIEW, unittest_main, view  # noqa: E402
+
 GOLDEN = os.path.join(SRCDIR, "tests", "golden")
 EXPECTED = os.path.join(GOLDEN, "expected")
 UPDATE = os.environ.get("PTFIL_UPDATE_GOLDEN") == "1"
@@ -63,11 +63,6 @@ DIFF_VIEWS = {"txt": [], "json": ["--json"], "folded": ["--folded"]}
 def slurp(path):
     with open(path, "rb") as f:
         return f.read()
-
-
-def view(*args, cwd=None):
-    return subprocess.run([VIEW] + list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          timeout=TIMEOUT, cwd=cwd)
 
 
 # ---- an independent reader of the snapshot text (docs/snapshot-format.md) ----
@@ -654,7 +649,4 @@ class GoldenTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    result = unittest.main(exit=False, verbosity=1).result
-    ok = result.wasSuccessful()
-    print("test_golden: %d tests, %d failures, %d errors" % (result.testsRun, len(result.failures), len(result.errors)))
-    sys.exit(0 if ok else 1)
+    unittest_main("test_golden", [VIEW])

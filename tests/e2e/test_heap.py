@@ -12,7 +12,7 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ptfiltest import MiB, SRCDIR, TARGETS, check_near, functions, glibc_usable, launch, main, malloc_bytes, \
+from ptfiltest import MiB, SRCDIR, TARGETS, check_near, functions, glibc_usable, launch, launched, main, malloc_bytes, \
     own_functions, stacks_through, starter_functions, target, usable_sizes
 
 GiB = 1024 * MiB
@@ -41,12 +41,6 @@ def excerpt(doc, function=None, limit=8):
     if len(stacks) > limit:
         lines.append("  ... %d more" % (len(stacks) - limit))
     return "\n".join(lines)
-
-
-def run(argv, ptfil_args=("-i", "0"), timeout=120):
-    r = launch(argv, ptfil_args=ptfil_args, timeout=timeout)
-    assert r.returncode == 0, (argv, r.returncode, r.stderr.decode(errors="replace"))
-    return r, r.json
 
 
 def through(doc, function):
@@ -86,7 +80,7 @@ def stop_excess(counters):
 
 def test_chain_peak_and_attribution():
     # 2000 blocks of 10,000 bytes live at once through f0 -> f1 -> f2 -> malloc.
-    r, doc = run([target("heap_chain"), "chain"])
+    r, doc = launched([target("heap_chain"), "chain"])
     assert b"chain done" in r.stdout, r.stdout
     check_near("peak", doc["peak"]["charged_bytes"], 20000000, rel=0.01)
     charged, reserved, count = through(doc, "f2")
@@ -133,8 +127,8 @@ def test_stop_budget_exact_sizes():
 
 def check_stop_budget(options):
     n1, n2 = 2000, 22000
-    c1 = run([target("heap_chain"), "pairs", str(n1)], ptfil_args=("-i", "0", *options))[1]["counters"]
-    c2 = run([target("heap_chain"), "pairs", str(n2)], ptfil_args=("-i", "0", *options))[1]["counters"]
+    c1 = launched([target("heap_chain"), "pairs", str(n1)], ptfil_args=("-i", "0", *options))[1]["counters"]
+    c2 = launched([target("heap_chain"), "pairs", str(n2)], ptfil_args=("-i", "0", *options))[1]["counters"]
     dn = n2 - n1
     d = {k: c2.get(k, 0) - c1.get(k, 0) for k in set(c1) | set(c2)}
     msg = "counters for N=%d: %s\nfor N=%d: %s" % (n1, c1, n2, c2)
@@ -158,7 +152,7 @@ def check_stop_budget(options):
     for c in (c1, c2):
         assert 0 <= stop_excess(c) <= STOP_SLACK, msg
         assert c["heap.allocs"] >= n1 and c["heap.frees"] >= n1, msg
-    doc = run([target("heap_chain"), "chain"], ptfil_args=("-i", "0", *options))[1]
+    doc = launched([target("heap_chain"), "chain"], ptfil_args=("-i", "0", *options))[1]
     assert 0 <= stop_excess(doc["counters"]) <= STOP_SLACK, doc["counters"]
     assert doc["counters"]["heap.allocs"] >= 2000 and doc["counters"]["heap.frees"] >= 2000, doc["counters"]
 
@@ -183,7 +177,7 @@ REALLOC_EXPECTED = {
 
 
 def test_realloc_and_aligned_family():
-    r, doc = run([target("heap_chain"), "realloc"])
+    r, doc = launched([target("heap_chain"), "realloc"])
     for flag in (b"shrink_inplace=1", b"moved=1", b"grow_inplace=1"):
         assert flag in r.stdout, "the target did not get the realloc case it needs: %r" % r.stdout
     bad = []
@@ -217,7 +211,7 @@ def test_sizes_as_glibc_counts_them():
     # is not where it ends in a jump to memset, as in glibc 2.36). With --exact-sizes (and on the
     # kernel path) every block at the size asked for.
     for options in ((), ("--exact-sizes",)):
-        r, doc = run([target("heap_chain"), "sizes"], ptfil_args=("-i", "0", *options))
+        r, doc = launched([target("heap_chain"), "sizes"], ptfil_args=("-i", "0", *options))
         got = {fn: (int(a), int(u)) for fn, a, u in re.findall(rb"(malloc|calloc) asked=(\d+) usable=(\d+)", r.stdout)}
         (m_asked, m_usable), (c_asked, c_usable) = got[b"malloc"], got[b"calloc"]
         charged, _, count = through(doc, "sized_blocks")
@@ -237,7 +231,7 @@ def test_sizes_as_glibc_counts_them():
 
 def test_calloc_sparse():
     # calloc(1 GiB), every tenth page written: charged by resident pages, reserved in full.
-    r, doc = run([target("heap_calloc")])
+    r, doc = launched([target("heap_calloc")])
     touched = int(re.search(rb"touched=(\d+)", r.stdout).group(1))
     charged, reserved, count = through(doc, "calloc_big")
     check_near("calloc_big charged", charged, touched, rel=0.03)
@@ -250,14 +244,14 @@ def test_calloc_sparse():
 
 def test_large_block_option():
     # With --large-block above 1 GiB the same calloc is a small block: charged at its size.
-    r, doc = run([target("heap_calloc")], ptfil_args=("-i", "0", "--large-block", str(2 * GiB)))
+    r, doc = launched([target("heap_calloc")], ptfil_args=("-i", "0", "--large-block", str(2 * GiB)))
     charged, reserved, count = through(doc, "calloc_big")
     assert (charged, reserved, count) == (GiB, GiB, 1), excerpt(doc, "calloc_big")
 
 
 def test_first_peak_kept():
     # 100,000 x 200 bytes, half freed, then 8 MiB written: 18.4 MB < 20 MB, the first peak stays.
-    r, doc = run([target("heap_drop")])
+    r, doc = launched([target("heap_drop")])
     assert b"done" in r.stdout
     check_near("peak", doc["peak"]["charged_bytes"], 20000000, rel=0.01)
     charged, _, count = through(doc, "drop_small")
@@ -268,7 +262,7 @@ def test_first_peak_kept():
 
 def test_threads_checkpoint_exact():
     # 4 threads x 250,000 pairs; at the checkpoint 5,000 blocks, 4,500,000 bytes are held.
-    r, doc = run([target("heap_threads")], timeout=540)
+    r, doc = launched([target("heap_threads")], timeout=540)
     assert b"done" in r.stdout
     charged, _, count = through(doc, "hold_blocks")
     held = sum(malloc_bytes(doc, 300 * (i + 1), 500 * (i + 1)) for i in range(4))  # 4,500,000 asked for
@@ -292,7 +286,7 @@ def test_threads_checkpoint_exact():
 
 def test_shared_library_ctor_and_dlopen():
     # libheapctor.so's constructor allocates before main; libheapdl.so is dlopened, then allocates.
-    r, doc = run([target("heap_dso"), os.path.join(TARGETS, "libheapdl.so")])
+    r, doc = launched([target("heap_dso"), os.path.join(TARGETS, "libheapdl.so")])
     assert b"done" in r.stdout
     charged, _, count = through(doc, "ctor_alloc")
     assert (charged, count) == (malloc_bytes(doc, 10000, 300), 300), excerpt(doc, "ctor_alloc")
@@ -308,7 +302,7 @@ def test_shared_library_ctor_and_dlopen():
     assert all("heapdl_hold" in functions(s) for s in stacks_through(doc, "dl_alloc")), excerpt(doc, "dl_alloc")
     check_near("peak", doc["peak"]["charged_bytes"], 5000000, rel=0.03)
     # The dlopen reported itself through the dynamic linker's hook.
-    base = run([target("heap_chain"), "chain"])[1]["counters"]["stops.dl_debug"]
+    base = launched([target("heap_chain"), "chain"])[1]["counters"]["stops.dl_debug"]
     assert doc["counters"]["stops.dl_debug"] > base >= 1, (doc["counters"]["stops.dl_debug"], base)
 
 
@@ -326,9 +320,9 @@ def hwm_growth(work, base):
 
 
 def test_cxx_new_delete():
-    r, doc = run([target("heap_cxx")])
+    r, doc = launched([target("heap_cxx")])
     assert b"done" in r.stdout
-    base = run([target("heap_cxx"), "baseline"])[1]
+    base = launched([target("heap_cxx"), "baseline"])[1]
     charged, _, count = through(doc, "build_nodes")
     assert (charged, count) == (malloc_bytes(doc, 128, 50000), 50000), excerpt(doc, "build_nodes")
     charged, _, count = through(doc, "fill_vector")
@@ -378,9 +372,9 @@ def test_python_list():
     # The peak charged for pylist.py over `python3 -c pass` against the growth of VmHWM over the
     # bare interpreter's (both measured on the same two traced runs: see hwm_growth).
     script = os.path.join(SRCDIR, "tests", "targets", "pylist.py")
-    r, doc = run([PYTHON, script], timeout=300)
+    r, doc = launched([PYTHON, script], timeout=300)
     assert b"built 1000000" in r.stdout, r.stdout
-    base = run([PYTHON, "-c", "pass"])[1]
+    base = launched([PYTHON, "-c", "pass"])[1]
     charged, hwm = hwm_growth(doc, base)
     print("python: peak %d, baseline peak %d, growth %d; VmHWM %d, baseline %d, growth %d" % (
         doc["peak"]["charged_bytes"], base["peak"]["charged_bytes"], charged, doc["process"]["vmhwm_bytes"],

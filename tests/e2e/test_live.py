@@ -15,7 +15,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ptfiltest import (PTFIL, exec_mappings, main, mapping_differences, proc_status, target,  # noqa: E402
+from ptfiltest import (PTFIL, exec_mappings, main, mapping_differences, proc_status, ptfil, target,  # noqa: E402
                        view_json, wait_until, workdir, MiB)
 
 TMUX = shutil.which("tmux")
@@ -313,8 +313,7 @@ def test_no_terminal():
     d = workdir()
     snap = os.path.join(d, "snap.gz")
     for args in (["launch", "--live", "-o", snap, "--", GROW, "1", d], ["attach", "--live", "-o", snap, str(os.getpid())]):
-        r = subprocess.run([PTFIL, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           start_new_session=True, timeout=60)
+        r = ptfil(*args, input=b"", timeout=60)  # stdin a pipe too
         err = r.stderr.decode(errors="replace")
         assert r.returncode == 2, "ptfil %s: status %d, stderr %r" % (" ".join(args), r.returncode, err)
         assert len(err.splitlines()) == 1 and "--live" in err and "terminal" in err, err

@@ -8,14 +8,13 @@ import os
 import re
 import shlex
 import shutil
-import subprocess
 import sys
 import tempfile
 import unittest
 
-SRCDIR = os.environ.get("PTFIL_SRCDIR") or os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-BUILDDIR = os.environ.get("PTFIL_BUILDDIR") or os.getcwd()
-TIMEOUT = 60
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ptfiltest import BUILDDIR, SRCDIR, run, unittest_main  # noqa: E402
+
 PROGRAMS = ("ptfil", "ptfil-view")
 
 # Options of other programs that the pages' examples use.
@@ -45,10 +44,6 @@ def tool(name):
         raise AssertionError("%s is not installed: the manual pages cannot be checked "
                              "(tools/install-deps.sh installs groff-base and man-db)" % name)
     return path
-
-
-def run(argv, env=None, cwd=None):
-    return subprocess.run(argv, capture_output=True, timeout=TIMEOUT, env=env, cwd=cwd)
 
 
 def plain_env():
@@ -331,8 +326,4 @@ def mandir(makefile):
 
 
 if __name__ == "__main__":
-    result = unittest.main(exit=False, verbosity=1).result
-    ok = result.wasSuccessful()
-    print("test_manpages: %d tests, %d failures, %d errors"
-          % (result.testsRun, len(result.failures), len(result.errors)))
-    sys.exit(0 if ok else 1)
+    unittest_main("test_manpages")

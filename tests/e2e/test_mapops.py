@@ -5,19 +5,20 @@ import re
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ptfiltest import MiB, charged_through, check_near, functions, launch, main, reserved_through, stacks_through, target
+from ptfiltest import MiB, charged_through, check_near, functions, launch, launched, main, reserved_through, stacks_through, \
+    target
 
 
-def run(mode):
-    r = launch([target("mapops"), mode])
-    assert r.returncode == 0, (r.returncode, r.stderr)
+def scenario(mode):
+    """ptfil launch -- mapops MODE, which must run to its end: (the Run, its snapshot's JSON)."""
+    r, doc = launched([target("mapops"), mode])
     assert ("%s done" % mode).encode() in r.stdout, r.stdout
-    return r, r.json
+    return r, doc
 
 
 def test_partial_munmap():
     # 10 MiB written, its middle 4 MiB unmapped, then 8 MiB more: 14 MiB, not 18.
-    _, doc = run("partial")
+    _, doc = scenario("partial")
     check_near("peak", doc["peak"]["charged_bytes"], 14 * MiB)
     check_near("partial_map", charged_through(doc, "partial_map"), 6 * MiB)
     assert reserved_through(doc, "partial_map") == 6 * MiB
@@ -27,7 +28,7 @@ def test_partial_munmap():
 
 def test_failed_munmap_keeps_the_memory():
     # munmap is taken as done at its entry when it cannot fail; these three fail and change nothing.
-    r, doc = run("badunmap")
+    r, doc = scenario("badunmap")
     assert b"einval=3" in r.stdout, r.stdout
     check_near("peak", doc["peak"]["charged_bytes"], 14 * MiB)
     check_near("bad_map", charged_through(doc, "bad_map"), 10 * MiB)
@@ -36,7 +37,7 @@ def test_failed_munmap_keeps_the_memory():
 
 def test_mremap_grow_move_shrink():
     # 4 MiB grown to 16 and written, moved, shrunk to 2, then 10 MiB more: the peak is 16.
-    _, doc = run("mremap")
+    _, doc = scenario("mremap")
     check_near("peak", doc["peak"]["charged_bytes"], 16 * MiB)
     check_near("mremap_first", charged_through(doc, "mremap_first"), 4 * MiB)
     check_near("mremap_grow", charged_through(doc, "mremap_grow"), 12 * MiB)
@@ -45,13 +46,13 @@ def test_mremap_grow_move_shrink():
 
 def test_madvise_dontneed_between_peaks():
     # 30 MiB written, dropped, 20 MiB written again: the first, higher peak is the one reported.
-    _, doc = run("madvise")
+    _, doc = scenario("madvise")
     check_near("peak", doc["peak"]["charged_bytes"], 30 * MiB)
     check_near("madvise_map", charged_through(doc, "madvise_map"), 30 * MiB)
 
 
 def test_merged_mappings_charged_separately():
-    r, doc = run("merge")
+    r, doc = scenario("merge")
     assert b"merged=1" in r.stdout, "the kernel did not merge the two mappings; the test proves nothing"
     check_near("merge_a", charged_through(doc, "merge_a"), 6 * MiB)
     check_near("merge_b", charged_through(doc, "merge_b"), 2 * MiB)
@@ -63,7 +64,7 @@ def test_read_only_memory():
     # Reads of untouched memory map the shared zero page: not memory the process uses. Some
     # kernels (pvm_no_zero_page) have no zero page and allocate real pages: then they are charged
     # as the kernel counts them. The target reports which, from its own RssAnon.
-    r, doc = run("zeropage")
+    r, doc = scenario("zeropage")
     read_resident = int(re.search(rb"read_resident=(-?\d+)", r.stdout).group(1))
     if read_resident < 1 * MiB:
         assert charged_through(doc, "zero_map") == 0, charged_through(doc, "zero_map")
@@ -75,12 +76,12 @@ def test_read_only_memory():
 
 
 def test_shared_anonymous():
-    _, doc = run("shared")
+    _, doc = scenario("shared")
     check_near("shared_map", charged_through(doc, "shared_map"), 12 * MiB)
 
 
 def test_brk_heap():
-    _, doc = run("brk")
+    _, doc = scenario("brk")
     check_near("peak", doc["peak"]["charged_bytes"], 24 * MiB)
     stacks = stacks_through(doc, "brk_grow")
     check_near("brk_grow", sum(s["charged_bytes"] for s in stacks), 24 * MiB)
@@ -89,7 +90,7 @@ def test_brk_heap():
 
 def test_file_mappings_not_charged():
     # The program's own code and libraries are file-backed: nothing in the report comes from them.
-    _, doc = run("shared")
+    _, doc = scenario("shared")
     assert all(s["kind"] in ("mmap", "brk", "pseudo") for s in doc["stacks"])
     # Everything live at the end is anonymous memory the program or its loader made.
     check_near("peak", doc["peak"]["charged_bytes"], 12 * MiB)

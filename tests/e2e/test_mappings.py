@@ -3,13 +3,12 @@ residency to the stack that made the system call, in launch and in attach mode.
 """
 import os
 import signal
-import subprocess
 import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ptfiltest import VIEW, MiB, Attached, bare, charged_through, check_near, exec_mappings, functions, launch, main, \
-    mapping_differences, reserved_through, stacks_through, target
+from ptfiltest import MiB, Attached, bare, charged_through, check_near, exec_mappings, functions, launch, main, \
+    mapping_differences, reserved_through, stacks_through, target, view
 
 CHAIN = [target("heap_chain"), "chain"]
 SEED = [target("sparse_threads")]
@@ -43,7 +42,7 @@ def test_launch_brk_growth_charged_to_its_stack():
     check_near("peak against VmHWM", doc["peak"]["charged_bytes"], hwm, rel=0.15)
     b = bare(CHAIN)
     assert (r.returncode, r.stdout) == (b.returncode, b.stdout)
-    report = subprocess.run([VIEW, r.snapshot], capture_output=True, timeout=60).stdout.decode()
+    report = view(r.snapshot, timeout=60).stdout.decode()
     assert "launch, mappings only (malloc calls not followed)" in report, report
 
 

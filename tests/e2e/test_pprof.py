@@ -24,7 +24,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ptfiltest import MiB, SRCDIR, VIEW, functions, launch, main, target, view_json  # noqa: E402
+from ptfiltest import ON_CI, MiB, SRCDIR, VIEW, functions, launch, main, missing, target, view, view_json  # noqa: E402
 
 PYTHON = "/usr/bin/python3"
 # As the interpreter names it: the path normalized (a build directory gives SRCDIR as BUILDDIR/..).
@@ -72,7 +72,7 @@ def pprof(*args):
 def export(snap, *args, name=None):
     """ptfil-view --pprof ARGS SNAP -o FILE: the file's path."""
     out = os.path.join(_tmp, name or "p%d.pb.gz" % len(os.listdir(_tmp)))
-    r = subprocess.run([VIEW, "--pprof", *args, "-o", out, snap], capture_output=True, timeout=60)
+    r = view("--pprof", *args, "-o", out, snap, timeout=60)
     assert r.returncode == 0 and not r.stderr, "ptfil-view --pprof %s %s: %d %s" % (
         " ".join(args), snap, r.returncode, r.stderr.decode(errors="replace"))
     return out
@@ -194,7 +194,7 @@ def test_deterministic_and_stdout():
     assert da == db, "two exports of one snapshot differ"
     # "-o -" and no -o write the same bytes to a pipe.
     for args in (["-o", "-"], []):
-        out = subprocess.run([VIEW, "--pprof", *args, r.snapshot], capture_output=True, timeout=60)
+        out = view("--pprof", *args, r.snapshot, timeout=60)
         assert out.returncode == 0 and out.stdout == da, (args, out.returncode, out.stderr)
     # A terminal is refused with one line and gets nothing.
     master, slave = pty.openpty()
@@ -252,22 +252,23 @@ def test_inlined():
                                  + ":" + str(f["line"]), lines), (f, lines)
 
 
-def test_python():
+def test_python_numpy():
     r = subprocess.run([PYTHON, "-c", "import numpy"], capture_output=True, timeout=60)
     if r.returncode != 0:
-        assert os.environ.get("CI") != "true", "numpy is missing (tools/install-deps.sh installs python3-numpy)"
-        print("numpy missing: the golden Python snapshot only")
-    else:
-        run = launched("numpy", [PYTHON, NUMPY_DEMO])
-        doc = run.json
-        prof = export(run.snapshot)
-        check_totals(prof, doc["stacks"])
-        check_top_stack(prof, doc["stacks"])
-        lines = pprof("-traces", "-lines", "-unit=B", prof)
-        src = open(NUMPY_DEMO).read().splitlines()
-        for fn, pat in (("load", r"return np.ones"), ("scale", r"return a \* 0.5")):
-            line = next(i for i, t in enumerate(src, 1) if re.search(pat, t))
-            assert re.search(r"\b%s %s:%d\b" % (fn, re.escape(NUMPY_DEMO), line), lines), (fn, line, lines[:3000])
+        raise missing("%s cannot import numpy (tools/install-deps.sh installs python3-numpy)" % PYTHON)
+    run = launched("numpy", [PYTHON, NUMPY_DEMO])
+    doc = run.json
+    prof = export(run.snapshot)
+    check_totals(prof, doc["stacks"])
+    check_top_stack(prof, doc["stacks"])
+    lines = pprof("-traces", "-lines", "-unit=B", prof)
+    src = open(NUMPY_DEMO).read().splitlines()
+    for fn, pat in (("load", r"return np.ones"), ("scale", r"return a \* 0.5")):
+        line = next(i for i, t in enumerate(src, 1) if re.search(pat, t))
+        assert re.search(r"\b%s %s:%d\b" % (fn, re.escape(NUMPY_DEMO), line), lines), (fn, line, lines[:3000])
+
+
+def test_python_golden():
     gold = os.path.join(GOLDEN, "python.snap")
     gdoc = view_json(gold)
     gprof = export(gold)
@@ -319,7 +320,7 @@ def test_hostile_refused():
         out = os.path.join(_tmp, "hostile.pb.gz")
         if os.path.exists(out):
             os.unlink(out)
-        r = subprocess.run([VIEW, "--pprof", "-o", out, path], capture_output=True, timeout=60)
+        r = view("--pprof", "-o", out, path, timeout=60)
         if r.returncode == 0:
             continue  # a regression input ptfil-view now reads (the fuzz test says which must be refused)
         refused += 1
@@ -328,7 +329,7 @@ def test_hostile_refused():
         # An existing file stays as it was.
         with open(out, "wb") as f:
             f.write(b"old")
-        r = subprocess.run([VIEW, "--pprof", "-o", out, path], capture_output=True, timeout=60)
+        r = view("--pprof", "-o", out, path, timeout=60)
         assert r.returncode == 1
         with open(out, "rb") as f:
             assert f.read() == b"old", path
@@ -338,12 +339,12 @@ def test_hostile_refused():
     assert refused >= len(files) // 2, "only %d of %d hostile files refused" % (refused, len(files))
 
 
-TESTS = [test_seed, test_deterministic_and_stdout, test_inlined, test_python, test_tree_and_pid,
-         test_hostile_refused]
+TESTS = [test_seed, test_deterministic_and_stdout, test_inlined, test_python_numpy, test_python_golden,
+         test_tree_and_pid, test_hostile_refused]
 
 if __name__ == "__main__":
     if not GO:
-        if os.environ.get("CI") == "true":
+        if ON_CI:
             print("FAIL: go is not installed (tools/install-deps.sh installs golang-go)")
             sys.exit(1)
         print("SKIP: go is not installed (tools/install-deps.sh installs golang-go): go tool pprof reads the export")

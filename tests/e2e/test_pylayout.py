@@ -9,33 +9,38 @@
 - The str decoder turns the raw bytes of str objects (read with ctypes from a live interpreter) of
   every kind (ASCII, Latin-1, UCS-2, UCS-4) into their UTF-8.
 
-3.11 is Debian's /usr/bin/python3.11 and must be there; 3.12 and 3.13 are looked for under pyenv and
-skipped when absent.
+Each check is one test per version: 3.11 is Debian's /usr/bin/python3.11 and must be there; 3.12 and
+3.13 are Debian's or pyenv's (ptfiltest.cpython), and their tests skip where there is neither.
 """
-import glob
 import os
-import subprocess
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ptfiltest import main, target
+import ptfiltest  # noqa: E402
+from ptfiltest import Skip, cpython, main, target  # noqa: E402
 
 PROBE = target("pylayout_probe")
+MINORS = (11, 12, 13)
 
 
-def interpreters():
-    """(minor, path) of each interpreter to check: 3.11 always, 3.12 and 3.13 when installed."""
-    found = [(11, "/usr/bin/python3.11")]
-    for minor in (12, 13):
-        paths = sorted(glob.glob("/root/.pyenv/versions/3.%d.*/bin/python3.%d" % (minor, minor)) +
-                       glob.glob("/usr/bin/python3.%d" % minor))
-        if paths:
-            found.append((minor, paths[-1]))
-        else:
-            print("SKIP: no CPython 3.%d here" % minor)
-    assert os.access(found[0][1], os.X_OK), "Debian's /usr/bin/python3.11 is missing"
-    return found
+def interpreter(minor):
+    """The CPython 3.<minor> to check: Debian's 3.11 must be there; another may be missing (a skip)."""
+    if minor == 11:
+        assert os.access("/usr/bin/python3.11", os.X_OK), "Debian's /usr/bin/python3.11 is missing"
+        return "/usr/bin/python3.11"
+    return cpython(minor)
+
+
+def per_version(check):
+    """One test per version of MINORS from check(minor, python), named after it: check_x -> test_x_311."""
+    tests = []
+    for minor in MINORS:
+        def test(minor=minor):
+            check(minor, interpreter(minor))
+        test.__name__ = "test_%s_3%d" % (check.__name__[len("check_"):], minor)
+        tests.append(test)
+    return tests
 
 
 OFFSETS_C = r"""
@@ -94,33 +99,29 @@ int main(void)
 
 
 def run(argv, **kw):
-    return subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=300, check=False, **kw)
+    """ptfiltest.run with more time: a run of LINES_PY compiles 400 modules."""
+    return ptfiltest.run(argv, timeout=300, **kw)
 
 
-def test_offsets_match_the_headers():
-    checked = 0
-    for minor, py in interpreters():
-        inc = run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['include'])"]).stdout.decode().strip()
-        if not os.path.exists(os.path.join(inc, "internal", "pycore_frame.h")):
-            assert minor != 11, "python3.11-dev's internal headers are missing under %s (tools/install-deps.sh installs python3-dev)" % inc
-            print("SKIP: 3.%d has no internal headers at %s" % (minor, inc))
-            continue
-        with tempfile.TemporaryDirectory() as d:
-            src, exe = os.path.join(d, "off.c"), os.path.join(d, "off")
-            with open(src, "w") as f:
-                f.write(OFFSETS_C)
-            cc = run(["cc", "-I", inc, "-o", exe, src])
-            assert cc.returncode == 0, cc.stderr.decode()
-            want = run([exe]).stdout.decode()
-        got = run([PROBE, "offsets", str(minor)])
-        assert got.returncode == 0, got
-        ours = dict(line.split() for line in got.stdout.decode().splitlines())
-        theirs = dict(line.split() for line in want.splitlines())
-        assert ours == theirs, "3.%d: fields where ptfil's layout and the headers differ: %s" % (
-            minor, {k: (ours.get(k), theirs.get(k)) for k in set(ours) | set(theirs) if ours.get(k) != theirs.get(k)})
-        print("3.%d: %d fields, as the headers have them" % (minor, len(ours)))
-        checked += 1
-    assert checked >= 1
+def check_offsets_match_the_headers(minor, py):
+    inc = run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['include'])"]).stdout.decode().strip()
+    if not os.path.exists(os.path.join(inc, "internal", "pycore_frame.h")):
+        assert minor != 11, "python3.11-dev's internal headers are missing under %s (tools/install-deps.sh installs python3-dev)" % inc
+        raise Skip("%s has no internal headers at %s" % (py, inc))
+    with tempfile.TemporaryDirectory() as d:
+        src, exe = os.path.join(d, "off.c"), os.path.join(d, "off")
+        with open(src, "w") as f:
+            f.write(OFFSETS_C)
+        cc = run(["cc", "-I", inc, "-o", exe, src])
+        assert cc.returncode == 0, cc.stderr.decode()
+        want = run([exe]).stdout.decode()
+    got = run([PROBE, "offsets", str(minor)])
+    assert got.returncode == 0, got
+    ours = dict(line.split() for line in got.stdout.decode().splitlines())
+    theirs = dict(line.split() for line in want.splitlines())
+    assert ours == theirs, "3.%d: fields where ptfil's layout and the headers differ: %s" % (
+        minor, {k: (ours.get(k), theirs.get(k)) for k in set(ours) | set(theirs) if ours.get(k) != theirs.get(k)})
+    print("3.%d: %d fields, as the headers have them" % (minor, len(ours)))
 
 
 RUNTIME_PY = r"""
@@ -130,25 +131,21 @@ print("%x %s" % (sys.hexversion, ctypes.string_at(runtime, 1024).hex()))
 """
 
 
-def test_debug_offsets_of_live_interpreters():
-    checked = 0
-    for minor, py in interpreters():
-        r = run([py, "-c", RUNTIME_PY])
-        assert r.returncode == 0, r.stderr.decode()
-        version, raw = r.stdout.decode().split()
-        got = run([PROBE, "debug", version, raw]).stdout.decode()
-        if minor < 13:
-            assert got.startswith("refused: ") and "_Py_DebugOffsets" in got, (minor, got)
-            continue
-        assert not got.startswith("refused"), "3.%d: %s" % (minor, got)
-        ours = dict(line.split() for line in got.splitlines())
-        compiled = dict(line.split() for line in run([PROBE, "offsets", str(minor)]).stdout.decode().splitlines())
-        assert ours == compiled, "3.%d: fields where _Py_DebugOffsets and the compiled-in layout differ: %s" % (
-            minor, {k: (ours.get(k), compiled.get(k)) for k in set(ours) | set(compiled) if ours.get(k) != compiled.get(k)})
-        print("3.%d: its _Py_DebugOffsets give the compiled-in layout, %d fields" % (minor, len(ours)))
-        checked += 1
-    if not checked:
-        print("SKIP: no CPython 3.13 here to read _Py_DebugOffsets from")
+def check_debug_offsets_of_live_interpreter(minor, py):
+    """3.11 and 3.12 have no _Py_DebugOffsets: refused. 3.13's give the compiled-in layout."""
+    r = run([py, "-c", RUNTIME_PY])
+    assert r.returncode == 0, r.stderr.decode()
+    version, raw = r.stdout.decode().split()
+    got = run([PROBE, "debug", version, raw]).stdout.decode()
+    if minor < 13:
+        assert got.startswith("refused: ") and "_Py_DebugOffsets" in got, (minor, got)
+        return
+    assert not got.startswith("refused"), "3.%d: %s" % (minor, got)
+    ours = dict(line.split() for line in got.splitlines())
+    compiled = dict(line.split() for line in run([PROBE, "offsets", str(minor)]).stdout.decode().splitlines())
+    assert ours == compiled, "3.%d: fields where _Py_DebugOffsets and the compiled-in layout differ: %s" % (
+        minor, {k: (ours.get(k), compiled.get(k)) for k in set(ours) | set(compiled) if ours.get(k) != compiled.get(k)})
+    print("3.%d: its _Py_DebugOffsets give the compiled-in layout, %d fields" % (minor, len(ours)))
 
 
 # Every code object of the modules, with the line co_positions() gives each code unit.
@@ -180,26 +177,25 @@ print(n)
 """
 
 
-def test_line_of_every_instruction():
-    for minor, py in interpreters():
-        with tempfile.TemporaryDirectory() as d:
-            tables, lines = os.path.join(d, "tables"), os.path.join(d, "lines")
-            r = run([py, "-c", LINES_PY, tables, lines, "400"])
-            assert r.returncode == 0, r.stderr.decode()
-            codes = int(r.stdout)
-            with open(tables, "rb") as f:
-                got = run([PROBE, "lines"], stdin=f)
-            assert got.returncode == 0, got.stderr
-            with open(lines) as f:
-                want = f.read().splitlines()
-            have = got.stdout.decode().splitlines()
-            assert len(have) == len(want) == codes, (len(have), len(want), codes)
-            units = sum(len(w.split()) for w in want)
-            bad = [i for i in range(codes) if have[i] != want[i]]
-            assert not bad, "3.%d: %d of %d code objects decode to other lines, first:\n%s\n%s" % (
-                minor, len(bad), codes, have[bad[0]][:300], want[bad[0]][:300])
-            print("3.%d: %d code objects, %d code units, every line as co_positions() has it" % (minor, codes, units))
-            assert codes > 5000, codes
+def check_line_of_every_instruction(minor, py):
+    with tempfile.TemporaryDirectory() as d:
+        tables, lines = os.path.join(d, "tables"), os.path.join(d, "lines")
+        r = run([py, "-c", LINES_PY, tables, lines, "400"])
+        assert r.returncode == 0, r.stderr.decode()
+        codes = int(r.stdout)
+        with open(tables, "rb") as f:
+            got = run([PROBE, "lines"], stdin=f)
+        assert got.returncode == 0, got.stderr
+        with open(lines) as f:
+            want = f.read().splitlines()
+        have = got.stdout.decode().splitlines()
+        assert len(have) == len(want) == codes, (len(have), len(want), codes)
+        units = sum(len(w.split()) for w in want)
+        bad = [i for i in range(codes) if have[i] != want[i]]
+        assert not bad, "3.%d: %d of %d code objects decode to other lines, first:\n%s\n%s" % (
+            minor, len(bad), codes, have[bad[0]][:300], want[bad[0]][:300])
+        print("3.%d: %d code objects, %d code units, every line as co_positions() has it" % (minor, codes, units))
+        assert codes > 5000, codes
 
 
 STR_PY = r"""
@@ -212,24 +208,23 @@ for s in samples:
 """
 
 
-def test_str_objects_of_every_kind():
-    for minor, py in interpreters():
-        r = run([py, "-c", STR_PY])
-        assert r.returncode == 0, r.stderr.decode()
-        for line in r.stdout.decode().splitlines():
-            raw, want, size = line.split(" ") if line.count(" ") == 2 else (line.split(" ")[0], "", line.split(" ")[-1])
-            got = run([PROBE, "str", str(minor), raw]).stdout.decode().split()
-            assert got and got[0] != "refused", (minor, want)
-            text, need = (got[0], int(got[1])) if len(got) == 2 else ("", int(got[0]))
-            assert text == want, "3.%d: %r decoded as %r" % (minor, bytes.fromhex(want), bytes.fromhex(text))
-            # The object's header and characters, without the terminating NUL, lie within its size.
-            assert need < int(size), (minor, need, size)
-            # A read cut short of the characters gives the characters that were read, never more.
-            cut = run([PROBE, "str", str(minor), raw[:2 * (need - 2)]]).stdout.decode().split()
-            if want:
-                assert bytes.fromhex(want).startswith(bytes.fromhex(cut[0]) if len(cut) == 2 else b""), (minor, cut)
+def check_str_objects_of_every_kind(minor, py):
+    r = run([py, "-c", STR_PY])
+    assert r.returncode == 0, r.stderr.decode()
+    for line in r.stdout.decode().splitlines():
+        raw, want, size = line.split(" ") if line.count(" ") == 2 else (line.split(" ")[0], "", line.split(" ")[-1])
+        got = run([PROBE, "str", str(minor), raw]).stdout.decode().split()
+        assert got and got[0] != "refused", (minor, want)
+        text, need = (got[0], int(got[1])) if len(got) == 2 else ("", int(got[0]))
+        assert text == want, "3.%d: %r decoded as %r" % (minor, bytes.fromhex(want), bytes.fromhex(text))
+        # The object's header and characters, without the terminating NUL, lie within its size.
+        assert need < int(size), (minor, need, size)
+        # A read cut short of the characters gives the characters that were read, never more.
+        cut = run([PROBE, "str", str(minor), raw[:2 * (need - 2)]]).stdout.decode().split()
+        if want:
+            assert bytes.fromhex(want).startswith(bytes.fromhex(cut[0]) if len(cut) == 2 else b""), (minor, cut)
 
 
 if __name__ == "__main__":
-    main([test_offsets_match_the_headers, test_debug_offsets_of_live_interpreters, test_line_of_every_instruction,
-          test_str_objects_of_every_kind])
+    main(per_version(check_offsets_match_the_headers) + per_version(check_debug_offsets_of_live_interpreter) +
+         per_version(check_line_of_every_instruction) + per_version(check_str_objects_of_every_kind))

@@ -10,7 +10,6 @@ the README's NumPy demo: arrays charged to the lines that made them, OpenBLAS's 
 what is resident.
 """
 import ast
-import glob
 import os
 import re
 import shutil
@@ -21,7 +20,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ptfiltest import MiB, SRCDIR, VIEW, Attached, bare, check_near, functions, launch, main, stacks_through, workdir
+from ptfiltest import MiB, SRCDIR, Attached, bare, check_near, cpython, functions, launch, main, missing, \
+    stacks_through, view_output, workdir
 
 PYTHON = "/usr/bin/python3"  # Debian 12's CPython 3.11 (PATH's python3 may be another one)
 PYDIR = os.path.abspath(os.path.join(SRCDIR, "tests", "targets", "py"))
@@ -277,16 +277,6 @@ def run_sites(python=PYTHON, ptfil_args=(), env=None, key=None):
     return _runs[key]
 
 
-def pyenv_python(minor):
-    """The newest pyenv CPython 3.<minor> here, or None (CI machines have none)."""
-    roots = [os.environ.get("PYENV_ROOT"), os.path.expanduser("~/.pyenv")]
-    found = []
-    for root in filter(None, roots):
-        found += glob.glob(os.path.join(root, "versions", "3.%d.*" % minor, "bin", "python3.%d" % minor))
-    key = lambda p: [int(x) if x.isdigit() else -1 for x in re.split(r"[.]", p.split("/versions/")[1].split("/")[0])]
-    return max(found, key=key) if found else None
-
-
 def numpy_available():
     return subprocess.run([PYTHON, "-c", "import numpy"], capture_output=True, timeout=60).returncode == 0
 
@@ -307,8 +297,7 @@ def test_report_text():
     r = run_sites()
 
     def report(depth):
-        out = subprocess.run([VIEW, "--top", "20", "--depth", str(depth), r.snapshot], stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, timeout=60, check=True).stdout.decode()
+        out = view_output("--top", "20", "--depth", str(depth), r.snapshot, timeout=60).decode()
         return out, out.split("\n#")
 
     def block_of(site, depth):
@@ -464,10 +453,7 @@ def test_unknown_version():
 
 
 def other_version(minor):
-    exe = pyenv_python(minor)
-    if not exe:
-        print("SKIP: no CPython 3.%d from pyenv here" % minor)
-        return
+    exe = cpython(minor)
     r = run_sites(python=exe)
     doc = r.json
     assert doc["counters"].get("python.minor_version") == minor, doc["counters"]
@@ -496,10 +482,7 @@ def test_python313_debug_offsets():
     # The generic reader, which takes 3.13's layout from its own _Py_DebugOffsets (as it must for 3.14
     # and later), forced on 3.13: every peak stack of every site has the Python frames the compiled-in
     # reader gives on the same program, frame for frame.
-    exe = pyenv_python(13)
-    if not exe:
-        print("SKIP: no CPython 3.13 from pyenv here")
-        return
+    exe = cpython(13)
     compiled = run_sites(python=exe, env=dict(os.environ, PTFIL_PY_LAYOUT="compiled"), key=(exe, "compiled")).json
     generic = run_sites(python=exe, env=dict(os.environ, PTFIL_PY_LAYOUT="debug-offsets"), key=(exe, "generic")).json
     assert compiled["counters"].get("python.layout_debug_offsets") == 0, compiled["counters"]
@@ -520,8 +503,7 @@ def test_python313_debug_offsets():
 
 def test_numpy_demo():
     if not numpy_available():
-        print("SKIP: %s cannot import numpy (python3-numpy)" % PYTHON)
-        return
+        raise missing("%s cannot import numpy (tools/install-deps.sh installs python3-numpy)" % PYTHON)
     src = open(NUMPY_DEMO).read().splitlines()
     line_of = lambda pattern: next(i for i, t in enumerate(src, 1) if re.search(pattern, t))
     b = bare([PYTHON, NUMPY_DEMO])

@@ -17,7 +17,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ptfiltest import MiB, SRCDIR, VIEW, bare, check_near, launch, main, target, workdir
+from ptfiltest import MiB, SRCDIR, bare, check_near, launch, main, target, view, workdir
 
 INLINED = target("inlined")
 INLINED_CXX = target("inlined_cxx")
@@ -76,7 +76,7 @@ def test_inlined_call_and_caller_with_lines():
     r, top = run_inlined()
     check_inlined_lines(top)
     # The text report shows them as a reader expects: function (file:line), the inlined one marked.
-    text = subprocess.run([VIEW, r.snapshot], capture_output=True, text=True, timeout=60).stdout
+    text = view(r.snapshot, timeout=60).stdout.decode()
     line = marker_line("inlined.c", "LINE_MALLOC")
     shown = [l for l in text.splitlines() if "fill_rows" in l and "inlined.c:%d" % line in l]
     assert shown and "inlined" in shown[0].split(")")[-1], text
@@ -153,7 +153,7 @@ def test_stripped_without_debug_info_says_what_is_missing():
     # Its frames read module + offset, and the report says which module had no symbols and what gives them.
     own = [f for f in top["frames"] if f["module"] == exe]
     assert own and all(f.get("function") is None and not f.get("file") for f in own), own
-    text = subprocess.run([VIEW, r.snapshot], capture_output=True, text=True, timeout=60).stdout
+    text = view(r.snapshot, timeout=60).stdout.decode()
     assert "inlined + 0x" in text, text
     assert "?? " not in text, text
     miss = [l for l in text.splitlines() if l.startswith("symbols  no symbols in ") and "inlined" in l]
@@ -308,7 +308,7 @@ def test_static_stripped_program_degrades_gracefully():
     assert r.stdout == want.stdout
     frames = [f for s in r.json["stacks"] for f in s["frames"] if f["kind"] == "native" and f["module"] == exe]
     assert frames and all(not f.get("function") for f in frames), frames[:5]
-    text = subprocess.run([VIEW, r.snapshot], capture_output=True, text=True, timeout=60).stdout
+    text = view(r.snapshot, timeout=60).stdout.decode()
     assert "mapops_static + 0x" in text, text
 
 

@@ -22,8 +22,8 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ptfiltest import MiB, SRCDIR, VIEW, bare, charged_through, check_near, child_snapshots, functions, launch, \
-    main, run_ptfil, stacks_through, target, view_json, workdir
+from ptfiltest import MiB, SRCDIR, bare, charged_through, check_near, child_snapshots, functions, launch, \
+    main, run_ptfil, stacks_through, target, view, view_json, workdir
 
 TREE = target("tree")
 COW = target("cow")
@@ -148,7 +148,7 @@ def test_tree_combined_peak():
         alone = view_json(files[str(pid)])
         assert alone["process"]["pid"] == pid, alone["process"]
         slack_near("%s in %d's own snapshot" % (function, pid), charged_through(alone, function), mib)
-        v = subprocess.run([VIEW, "--json", "--pid", str(pid), r.snapshot], capture_output=True, timeout=60)
+        v = view("--json", "--pid", str(pid), r.snapshot, timeout=60)
         assert v.returncode == 0, "ptfil-view --pid %d: %s" % (pid, v.stderr.decode(errors="replace"))
         one = json.loads(v.stdout)
         assert one["process"]["pid"] == pid, one["process"]

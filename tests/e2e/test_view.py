@@ -6,14 +6,13 @@ report, the JSON document and the error paths checked."""
 import gzip
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import unittest
 
-BUILDDIR = os.environ.get("PTFIL_BUILDDIR", os.getcwd())
-VIEW = os.path.join(BUILDDIR, "ptfil-view")
-TIMEOUT = 30
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from ptfiltest import VIEW, unittest_main, view  # noqa: E402
+
 MiB = 1 << 20
 
 
@@ -164,11 +163,6 @@ def expected_frames(node):
     return out
 
 
-def run(*args):
-    return subprocess.run([VIEW] + list(args), stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, timeout=TIMEOUT)
-
-
 class ViewTest(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.TemporaryDirectory(prefix="test_view.")
@@ -184,7 +178,7 @@ class ViewTest(unittest.TestCase):
         return path
 
     def assert_read_error(self, path, *words):
-        r = run(path)
+        r = view(path)
         err = r.stderr.decode("utf-8", "replace")
         self.assertEqual(r.returncode, 1, err)
         self.assertEqual(r.stdout, b"")
@@ -193,7 +187,7 @@ class ViewTest(unittest.TestCase):
         for w in words:
             self.assertIn(w, err)
         # JSON mode fails the same way, with nothing on stdout.
-        r = run("--json", path)
+        r = view("--json", path)
         self.assertEqual(r.returncode, 1)
         self.assertEqual(r.stdout, b"")
         return err
@@ -202,7 +196,7 @@ class ViewTest(unittest.TestCase):
 
     def test_text_report(self):
         path = self.write("seed.gz", seed_snapshot().gzip_bytes())
-        r = run(path)
+        r = view(path)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(r.stderr, b"")
         out = r.stdout.decode("utf-8")
@@ -256,7 +250,7 @@ class ViewTest(unittest.TestCase):
         s.add("k", 4, "h", 3 * MiB, 3 * MiB, 3)
         s.add("k", 3, "h", 1 * MiB, 1 * MiB, 1)   # walk itself allocates
         s.add("k", 5, "m", 3 * MiB, 3 * MiB, 1)
-        out = run(self.write("rec.gz", s.gzip_bytes())).stdout.decode()
+        out = view(self.write("rec.gz", s.gzip_bytes())).stdout.decode()
         rows = {}
         lines = out.splitlines()
         start = lines.index("4 functions at the peak, by inclusive bytes:")
@@ -273,25 +267,25 @@ class ViewTest(unittest.TestCase):
     def test_live_at_exit(self):
         """What was still live at exit is listed as leak candidates; not once the process lives on."""
         path = self.write("seed.gz", seed_snapshot().gzip_bytes())
-        out = run(path).stdout.decode()
+        out = view(path).stdout.decode()
         self.assertIn("still live at exit: 4.0 MiB charged, 512.0 MiB reserved, in 1 stack (leak candidates)", out)
         tail = out[out.index("still live at exit"):]
         self.assertIn("\u2192 thread_fn (sparse_threads + 0x1200)", tail)
         self.assertNotIn("main_big_map", tail)
         s = seed_snapshot()
         s.lines = [l if not l.startswith("x ") else "x -1" for l in s.lines]
-        out = run(self.write("running.gz", s.gzip_bytes())).stdout.decode()
+        out = view(self.write("running.gz", s.gzip_bytes())).stdout.decode()
         self.assertIn("still live when written: 4.0 MiB charged", out)
         self.assertNotIn("leak candidates", out)
 
     def test_top_and_depth(self):
         path = self.write("seed.gz", seed_snapshot().gzip_bytes())
-        out = run("--top", "1", path).stdout.decode()
+        out = view("--top", "1", path).stdout.decode()
         self.assertIn("top 1 of 3 stacks", out)
         self.assertIn("#1 ", out)
         self.assertNotIn("#2 ", out)
         self.assertIn("... 2 more stacks: 4.1 MiB", out)
-        out = run("--depth", "1", path).stdout.decode()
+        out = view("--depth", "1", path).stdout.decode()
         out = out[:out.index("functions at the peak")]
         self.assertIn("main_big_map", out)
         self.assertNotIn("__libc_start_call_main", out)
@@ -305,7 +299,7 @@ class ViewTest(unittest.TestCase):
             s.add("f", 0, "%x" % (0x1000 + i), s.ref("f%d" % i))
             s.add("n", i, i)
         s.add("k", 30, "m", 1 * MiB, 1 * MiB, 1)
-        out = run(self.write("deep.gz", s.gzip_bytes())).stdout.decode()
+        out = view(self.write("deep.gz", s.gzip_bytes())).stdout.decode()
         self.assertIn("\u2192 f29 (deep + 0x101d)", out)
         self.assertIn("f18 (deep + 0x1012)", out)
         self.assertNotIn("f17 ", out)
@@ -317,12 +311,12 @@ class ViewTest(unittest.TestCase):
         s.add("f", -1, "7f00", s.ref("evil\x1b]0;title\x07\udcff"))
         s.add("n", 0, 0)
         s.add("k", 1, "h", 10, 10, 1)
-        r = run(self.write("evil.gz", s.gzip_bytes()))
+        r = view(self.write("evil.gz", s.gzip_bytes()))
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertNotIn(b"\x1b", r.stdout)
         self.assertNotIn(b"\x07", r.stdout)
         self.assertIn(b"evil\\x1b]0;title\\x07\\xff (0x7f00)", r.stdout)
-        doc = json.loads(run("--json", self.write("evil.gz", s.gzip_bytes())).stdout)
+        doc = json.loads(view("--json", self.write("evil.gz", s.gzip_bytes())).stdout)
         self.assertEqual(doc["stacks"][0]["frames"][0]["function"], "evil\x1b]0;title\x07\ufffd")
         self.assertEqual(doc["process"]["command"], ["./x\x1b[2J"])
 
@@ -354,7 +348,7 @@ class ViewTest(unittest.TestCase):
 
     def test_source_lines_text(self):
         path = self.write("src.gz", self.source_snapshot().gzip_bytes())
-        r = run("--depth", "10", path)
+        r = view("--depth", "10", path)
         self.assertEqual(r.returncode, 0, r.stderr)
         out = r.stdout.decode()
         self.assertIn("    \u2192 malloc (malloc/malloc.c:3287, libc.so.6 + 0xa50a0)\n"
@@ -373,7 +367,7 @@ class ViewTest(unittest.TestCase):
 
     def test_source_lines_json(self):
         path = self.write("src.gz", self.source_snapshot().gzip_bytes())
-        doc = json.loads(run("--json", path).stdout)
+        doc = json.loads(view("--json", path).stdout)
         self.assertEqual(doc["snapshot_format_version"], 3)
         frames = doc["stacks"][0]["frames"]
         self.assertEqual(frames[0], {"kind": "native", "function": "malloc", "file": "malloc/malloc.c", "line": 3287,
@@ -393,13 +387,13 @@ class ViewTest(unittest.TestCase):
     def test_source_lines_flame(self):
         """Folded stacks and flame graphs: names without lines; the file and line in the tooltip."""
         path = self.write("src.gz", self.source_snapshot().gzip_bytes())
-        folded = run("--folded", path).stdout.decode()
+        folded = view("--folded", path).stdout.decode()
         self.assertEqual(folded.splitlines(), [
             "main;make_vector;push_back;libblob.so + 0x2d1c0;malloc %d" % (3 * MiB),
             "main;libblob.so + 0x2d200 8192",
             "main;parse;malloc 4096",
         ])
-        svg = run("--svg", path).stdout.decode()
+        svg = view("--svg", path).stdout.decode()
         self.assertIn("<title>push_back\nin app\nat /usr/include/c++/12/bits/stl_vector.h:1189\n"
                       "inlined into its caller\n", svg)
         self.assertIn("<title>make_vector\nin app\nat /src/app/vec.cc:12\ncharged ", svg)
@@ -407,7 +401,7 @@ class ViewTest(unittest.TestCase):
         self.assertIn(">push_back</text>", svg)
         # malloc is reached from two lines' calls (make_vector's and parse's): two nodes, each with its line.
         self.assertEqual(svg.count("<title>malloc\nin libc.so.6\nat malloc/malloc.c:3287\n"), 2)
-        html = run("--html", path).stdout.decode()
+        html = view("--html", path).stdout.decode()
         for doc_text in (svg, html):
             self.assertNotIn("\x1b", doc_text)
             self.assertNotIn("<b>", doc_text)
@@ -423,7 +417,7 @@ class ViewTest(unittest.TestCase):
         """A rebuild that moves lines and stops inlining a call still matches every stack by name."""
         before = self.write("a.gz", self.source_snapshot().gzip_bytes())
         after = self.write("b.gz", self.source_snapshot(vec_line=14, inline=False, charged=5 * MiB).gzip_bytes())
-        doc = json.loads(run("--diff", "--json", before, after).stdout)
+        doc = json.loads(view("--diff", "--json", before, after).stdout)
         self.assertEqual((doc["changes_total"], doc["stacks_grown"], doc["stacks_shrunk"]), (1, 1, 0))
         frames = doc["changes"][0]["frames"]
         self.assertEqual([f["function"] for f in frames], ["malloc", "libblob.so + 0x2d1c0", "push_back",
@@ -432,21 +426,21 @@ class ViewTest(unittest.TestCase):
                                      "line": 3287, "module": "libc.so.6", "inlined": False})
         self.assertEqual((frames[2]["line"], frames[2]["inlined"]), (1189, None))   # inlined in one run only
         self.assertEqual((frames[3]["file"], frames[3]["line"]), ("/src/app/vec.cc", None))  # lines 12 and 14
-        out = run("--diff", before, after).stdout.decode()
+        out = view("--diff", before, after).stdout.decode()
         self.assertIn("1 stack grew, 0 shrank", out)
         self.assertIn("    \u2192 malloc (malloc/malloc.c:3287, libc.so.6)\n"
                       "      libblob.so + 0x2d1c0 (libblob.so)\n"
                       "      push_back (/usr/include/c++/12/bits/stl_vector.h:1189, app) [partly inlined]\n"
                       "      make_vector (/src/app/vec.cc, app)\n"
                       "      main (/src/app/main.c:40, app)\n", out)
-        folded = run("--diff", "--folded", before, after).stdout.decode()
+        folded = view("--diff", "--folded", before, after).stdout.decode()
         self.assertIn("main;make_vector;push_back;libblob.so + 0x2d1c0;malloc %d %d\n" % (3 * MiB, 5 * MiB), folded)
 
     # ---- JSON --------------------------------------------------------------
 
     def test_json(self):
         path = self.write("seed.gz", seed_snapshot().gzip_bytes())
-        r = run("--json", path)
+        r = view("--json", path)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(r.stderr, b"")
         doc = json.loads(r.stdout)
@@ -485,7 +479,7 @@ class ViewTest(unittest.TestCase):
                   doc["stacks"][0]["frames"][0]["offset"]):
             self.assertIsInstance(v, int)
         # --top limits the JSON stacks too when given.
-        doc = json.loads(run("--json", "--top", "1", path).stdout)
+        doc = json.loads(view("--json", "--top", "1", path).stdout)
         self.assertEqual(len(doc["stacks"]), 1)
         self.assertEqual(doc["stacks_total"], 3)
 
@@ -494,14 +488,14 @@ class ViewTest(unittest.TestCase):
         s.header(["./still-running"], mode="attach", exit_status=-1)
         s.add("k", 0, "b", 0, 0, 0)
         # An uncompressed snapshot is read too.
-        r = run("--json", self.write("plain.txt", s.text().encode()))
+        r = view("--json", self.write("plain.txt", s.text().encode()))
         self.assertEqual(r.returncode, 0, r.stderr)
         doc = json.loads(r.stdout)
         self.assertIsNone(doc["process"]["exit_status"])
         self.assertEqual(doc["process"]["mode"], "attach")
         self.assertEqual(doc["stacks"][0]["frames"], [])
         self.assertEqual(doc["counters"], {})
-        out = run(self.write("plain.txt", s.text().encode())).stdout.decode()
+        out = view(self.write("plain.txt", s.text().encode())).stdout.decode()
         self.assertIn("had not exited", out)
         self.assertIn("(no call stack)", out)
 
@@ -514,7 +508,7 @@ class ViewTest(unittest.TestCase):
 
     def test_tree_report(self):
         path = self.tree()
-        r = run(path)
+        r = view(path)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(r.stderr, b"")
         out = r.stdout.decode()
@@ -538,7 +532,7 @@ class ViewTest(unittest.TestCase):
                       "peak     54.0 MiB charged at 750.0 ms", out)
 
         # Folded: one root per command, the two workers merged under "worker".
-        r = run("--folded", path)
+        r = view("--folded", path)
         folded = dict(l.rsplit(" ", 1) for l in r.stdout.decode().splitlines())
         self.assertEqual(folded, {
             "worker;libc.so.6 + 0x126850;start_thread;thread_fn": str(130 * MiB),
@@ -546,10 +540,10 @@ class ViewTest(unittest.TestCase):
             "sh;[no stack]": str(MiB),
         })
         # --pid of the main process: its own stacks alone, as a format-3 snapshot showed them.
-        r = run("--folded", "--pid", "4242", path)
-        self.assertEqual(r.stdout, run("--folded", self.write("seed.gz", seed_snapshot().gzip_bytes())).stdout)
+        r = view("--folded", "--pid", "4242", path)
+        self.assertEqual(r.stdout, view("--folded", self.write("seed.gz", seed_snapshot().gzip_bytes())).stdout)
 
-        doc = json.loads(run("--json", path).stdout)
+        doc = json.loads(view("--json", path).stdout)
         self.assertEqual(doc["tree"]["combined_peak_bytes"], 135 * MiB)
         self.assertEqual(doc["tree"]["time_s"], 0.6)
         self.assertEqual(doc["tree"]["processes"][3], {
@@ -565,20 +559,19 @@ class ViewTest(unittest.TestCase):
         path = self.tree()
         child = seed_snapshot(version=4)
         self.write("run.4301.gz", child.gzip_bytes())
-        direct = run(os.path.join(self.dir, "run.4301.gz"))
+        direct = view(os.path.join(self.dir, "run.4301.gz"))
         for args in ([], ["--json"], ["--folded"], ["--svg"]):
             with self.subTest(args=args):
-                r = run(*args, "--pid", "4301", path)
+                r = view(*args, "--pid", "4301", path)
                 self.assertEqual(r.returncode, 0, r.stderr)
-                self.assertEqual(r.stdout, run(*args, os.path.join(self.dir, "run.4301.gz")).stdout)
-        self.assertEqual(run("--pid", "4301", path).stdout, direct.stdout)
+                self.assertEqual(r.stdout, view(*args, os.path.join(self.dir, "run.4301.gz")).stdout)
+        self.assertEqual(view("--pid", "4301", path).stdout, direct.stdout)
         # Relative to SNAPSHOT's directory, not the current one.
-        r = subprocess.run([VIEW, "--pid", "4301", "run.gz"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           timeout=TIMEOUT, cwd=self.dir)
+        r = view("--pid", "4301", "run.gz", cwd=self.dir)
         self.assertEqual(r.stdout, direct.stdout)
 
         def refused(pid, snap, *words):
-            r = run("--pid", str(pid), snap)
+            r = view("--pid", str(pid), snap)
             err = r.stderr.decode("utf-8", "replace")
             self.assertEqual(r.returncode, 1, err)
             self.assertEqual(r.stdout, b"")
@@ -602,7 +595,7 @@ class ViewTest(unittest.TestCase):
         procs = list(TREE_PROCS) + [(4400, 4242, 0, 0, 0.0, 0, 3 * MiB, 1.0, 1.1, "cat", None)]
         refused(4400, self.tree(procs, name="np.gz"), "was not profiled")
         # --pid is for one snapshot, not a diff.
-        r = run("--diff", "--pid", "4301", path, path)
+        r = view("--diff", "--pid", "4301", path, path)
         self.assertEqual(r.returncode, 2)
 
     def test_unprofiled_children(self):
@@ -611,21 +604,21 @@ class ViewTest(unittest.TestCase):
                  (4243, 4242, 0, 0, 0.0, 0, 240 * MiB, 0.1, 1.2, "/usr/lib/gcc/cc1 -quiet big.c", None),
                  (4244, 4242, 0, 0, 0.0, 0, 8 * MiB, 1.2, 1.4, "as -o big.o", None)]
         path = self.write("np.gz", tree_snapshot(procs).gzip_bytes())
-        out = run(path).stdout.decode()
+        out = view(path).stdout.decode()
         self.assertIn("\nchildren 2 processes not profiled, the largest peak RSS 240.0 MiB "
                       "(/usr/lib/gcc/cc1 -quiet big.c); --follow-forks profiles them\n", out)
         self.assertNotIn("combined peak", out)
-        doc = json.loads(run("--json", path).stdout)
+        doc = json.loads(view("--json", path).stdout)
         self.assertIsNone(doc["tree"]["combined_peak_bytes"])
         self.assertIsNone(doc["tree"]["time_s"])
         self.assertEqual(doc["tree"]["processes"][1]["vmhwm_bytes"], 240 * MiB)
         self.assertIsNone(doc["tree"]["processes"][1]["peak_bytes"])
         self.assertEqual(doc["combined_peak_stacks"], [])
         # The folded stacks are the process's own peak, as before.
-        self.assertEqual(run("--folded", path).stdout,
-                         run("--folded", self.write("seed.gz", seed_snapshot().gzip_bytes())).stdout)
+        self.assertEqual(view("--folded", path).stdout,
+                         view("--folded", self.write("seed.gz", seed_snapshot().gzip_bytes())).stdout)
         # A snapshot without a tree has no "tree" in JSON.
-        self.assertNotIn("tree", json.loads(run("--json", self.write("seed.gz", seed_snapshot().gzip_bytes())).stdout))
+        self.assertNotIn("tree", json.loads(view("--json", self.write("seed.gz", seed_snapshot().gzip_bytes())).stdout))
 
     def test_tree_hostile(self):
         """Commands from the file are escaped everywhere; a ppid cycle and pid reuse still list every process."""
@@ -638,20 +631,20 @@ class ViewTest(unittest.TestCase):
         path = self.write("evil.gz", tree_snapshot(procs, (0.5, 4 * MiB), stacks).gzip_bytes())
         for args in ([], ["--folded"], ["--svg"], ["--html"], ["--json"], ["--top", "1"]):
             with self.subTest(args=args):
-                r = run(*args, path)
+                r = view(*args, path)
                 self.assertEqual(r.returncode, 0, r.stderr)
                 self.assertNotIn(b"\x1b", r.stdout)
                 if "--svg" in args or "--html" in args:
                     self.assertNotIn(b"<b>", r.stdout)
                     self.assertIn(b"&lt;b&gt;&amp;", r.stdout)
-        out = run(path).stdout.decode()
+        out = view(path).stdout.decode()
         self.assertIn("      [pid 7: \\x1b[2J<b>&\"evil\";\\xff --x]\n", out)
         for pid in ("4242", "7", "8"):
             self.assertTrue(any(l.split()[:1] == [pid] for l in out.splitlines()), pid)
         self.assertIn("4 processes, 4 profiled", out)
-        folded = run("--folded", path).stdout.decode()
+        folded = view("--folded", path).stdout.decode()
         self.assertIn("\\x1b[2J<b>&\"evil\":\\xff;__libc_start_call_main;main;main_big_map " + str(2 * MiB), folded)
-        doc = json.loads(run("--json", path).stdout)
+        doc = json.loads(view("--json", path).stdout)
         self.assertEqual(doc["tree"]["processes"][1]["command"], "\x1b[2J<b>&\"evil\";\ufffd --x")
 
     def test_missing_file(self):
@@ -686,25 +679,18 @@ class ViewTest(unittest.TestCase):
     # ---- command line ------------------------------------------------------
 
     def test_usage(self):
-        r = run("--version")
+        r = view("--version")
         self.assertEqual(r.returncode, 0)
         self.assertTrue(r.stdout.decode().startswith("ptfil-view "))
-        r = run("--help")
+        r = view("--help")
         self.assertEqual(r.returncode, 0)
         self.assertIn("--json", r.stdout.decode())
         for args in ([], ["--bogus", "x"], ["--top"], ["--top", "ten", "x"], ["a", "b"]):
-            r = run(*args)
+            r = view(*args)
             self.assertEqual(r.returncode, 2, args)
             self.assertEqual(r.stdout, b"")
             self.assertTrue(r.stderr.startswith(b"ptfil-view: "), r.stderr)
 
 
 if __name__ == "__main__":
-    if not os.access(VIEW, os.X_OK):
-        print("test_view: %s not found; set PTFIL_BUILDDIR" % VIEW, file=sys.stderr)
-        sys.exit(1)
-    result = unittest.main(exit=False, verbosity=1).result
-    ok = result.wasSuccessful()
-    print("test_view: %d tests, %d failures, %d errors"
-          % (result.testsRun, len(result.failures), len(result.errors)))
-    sys.exit(0 if ok else 1)
+    unittest_main("test_view", [VIEW])
