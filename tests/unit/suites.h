@@ -18,4 +18,5 @@ Suite *exits_suite(void);
 Suite *pylayout_suite(void);
 Suite *sigmask_suite(void);
 Suite *alloc_suite(void);
+Suite *pages_suite(void);
 #endif
