@@ -42,6 +42,8 @@ void snap_fin(struct snap *s)
 		}
 	free(s->procs);
 	free(s->tree_stacks);
+	free(s->other);
+	free(s->links);
 	free(s->samples);
 	if (s->counters)
 		for (i = 0; i < s->n_counters; i++)

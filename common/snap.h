@@ -9,7 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define SNAP_FORMAT_VERSION 4
+#define SNAP_FORMAT_VERSION 5
 
 /* What a stack's memory is. One stack node may appear once per kind. */
 enum snap_kind {
@@ -17,7 +17,17 @@ enum snap_kind {
 	SNAP_KIND_BRK = 'b',    /* heap growth through brk */
 	SNAP_KIND_HEAP = 'h',   /* malloc-family blocks (later) */
 	SNAP_KIND_PSEUDO = 'p', /* memory with no call stack: main thread stack, before attach */
+	SNAP_KIND_TOUCH = 't',  /* pages a stack made resident (a page fault, MAP_POPULATE...): the touch view */
 };
+
+/*
+ * Which view of memory a snapshot's stacks are (format 5 on; alloc before):
+ * memory charged to the stack that allocated it (malloc-family blocks,
+ * mappings and large blocks at their resident bytes), or each resident page
+ * of an anonymous or private mapping charged to the stack that made it
+ * resident (kind t).
+ */
+enum snap_view { SNAP_VIEW_ALLOC = 0, SNAP_VIEW_TOUCH = 1 };
 
 /* Where a module's function names came from (format 3 on; 0 when the snapshot does not say). */
 enum snap_symbols {
@@ -76,13 +86,17 @@ struct snap_node {
 	uint32_t frame;  /* index in frames[]; unused for the root */
 };
 
-/* The charge of one stack (at the peak, or at the end of the run). */
+/*
+ * The charge of one stack (at the peak, or at the end of the run). A touch
+ * stack (kind t) reserves nothing of its own: its reserved bytes are its
+ * charged bytes, and its count is the pages (of page_size) it made resident.
+ */
 struct snap_stack {
 	uint32_t node;     /* innermost node in nodes[] */
 	char kind;         /* enum snap_kind */
-	uint64_t charged;  /* resident (mappings) or requested (small heap blocks) bytes */
+	uint64_t charged;  /* resident (mappings, touch) or requested (small heap blocks) bytes */
 	uint64_t reserved; /* virtual bytes */
-	uint64_t count;    /* live mappings or blocks */
+	uint64_t count;    /* live mappings or blocks; touch: resident pages */
 	uint32_t proc;     /* tree_stacks only: the process holding it, an index in procs[]; 0 elsewhere */
 };
 
@@ -103,6 +117,12 @@ struct snap_proc {
 	double end;         /* when it exited; -1 while it ran */
 	char *command;      /* its command line, arguments joined by spaces, or NULL */
 	char *file;         /* its own snapshot's file name (no directory), or NULL */
+};
+
+/* Both nodes are in nodes[]. */
+struct snap_link {      /* with both views: of what touch node made resident at the peak, bytes inside blocks or mappings alloc node reserved */
+	uint32_t touch_node, alloc_node;
+	uint64_t bytes;
 };
 
 struct snap_sample {
@@ -156,6 +176,18 @@ struct snap {
 	double tree_time;          /* seconds since the main process started */
 	uint64_t tree_charged;     /* the combined peak, bytes */
 	struct snap_stack *tree_stacks; size_t n_tree_stacks; /* their .proc says whose */
+
+	/*
+	 * The view (format 5 on; SNAP_VIEW_ALLOC before, and in zeroed storage).
+	 * Only a touch snapshot carries other[] and links[]: the alloc view's
+	 * stacks at the same peak (never kind t), and the links between the two,
+	 * largest bytes first (then touch_node, then alloc_node), as snap_read
+	 * leaves them. Kind t appears only in a touch snapshot's stacks[],
+	 * live[] and tree_stacks[].
+	 */
+	int view;                                        /* enum snap_view of stacks[], live[], tree_stacks[] and peak.charged */
+	struct snap_stack *other; size_t n_other;        /* the other view's charge by stack at the same peak (kinds m b h p), or none */
+	struct snap_link *links; size_t n_links;         /* with both views: links between them, largest first */
 };
 
 /* Zeroes s; the storage is the caller's. */

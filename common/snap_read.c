@@ -64,6 +64,11 @@ struct reader {
 	struct u64map stack_seen, live_seen;  /* (node, kind) of each k and l record, for duplicates */
 	struct u64map tree_seen;              /* (node, kind, process) of each j record */
 	size_t cap_procs, cap_tree_stacks;
+	struct u64map other_seen;             /* (node, kind) of each K record */
+	struct u64map link_seen;              /* (touch node, alloc node) of each X record */
+	size_t cap_other, cap_links;
+	int view_seen;                        /* a `v` record was read */
+	int stacks_begun;                     /* a k, l, j, K or X record was read: too late for `v` */
 };
 
 /* Singleton records: each must appear exactly once before `e`. */
@@ -440,6 +445,7 @@ static int rec_stack_key(struct reader *r, char **f, struct snap_stack **arr, si
 	if ((!presplit && split(r, f, 5) < 0) ||
 	    parse_index(r, f[0], r->s->n_nodes, &st.node, "stack node") < 0)
 		return -1;
+	r->stacks_begun = 1;
 	r->stack_frames += r->depth[st.node];
 	if (r->stack_frames > SNAP_STACK_FRAMES_BASE + SNAP_STACK_FRAMES_PER_BYTE * r->input)
 		return bad(r, "the stacks named so far hold %llu frames in all, more than %llu for a "
@@ -447,10 +453,19 @@ static int rec_stack_key(struct reader *r, char **f, struct snap_stack **arr, si
 			   (unsigned long long)r->stack_frames,
 			   (unsigned long long)(SNAP_STACK_FRAMES_BASE + SNAP_STACK_FRAMES_PER_BYTE * r->input),
 			   (unsigned long long)r->input);
+	/* A format-4 reader does not know kind t: neither does this one, in such a file. */
 	if (f[1][1] || (f[1][0] != SNAP_KIND_MMAP && f[1][0] != SNAP_KIND_BRK &&
-			f[1][0] != SNAP_KIND_HEAP && f[1][0] != SNAP_KIND_PSEUDO))
-		return bad(r, "unknown stack kind '%.8s'", f[1]);
+			f[1][0] != SNAP_KIND_HEAP && f[1][0] != SNAP_KIND_PSEUDO &&
+			(f[1][0] != SNAP_KIND_TOUCH || r->s->version < SNAP_VERSION_VIEW)))
+		return f[1][0] == SNAP_KIND_TOUCH && !f[1][1]
+			? bad(r, "unknown stack kind 't' in a format %u snapshot (touch stacks are format %d)",
+			      r->s->version, SNAP_VERSION_VIEW)
+			: bad(r, "unknown stack kind '%.8s'", f[1]);
 	st.kind = f[1][0];
+	if (st.kind == SNAP_KIND_TOUCH && r->line[0] == SNAP_TAG_OTHERSTACK)
+		return bad(r, "stack kind 't' in a 'K' record: the other view of a touch snapshot is the alloc view");
+	if (st.kind == SNAP_KIND_TOUCH && r->s->view != SNAP_VIEW_TOUCH)
+		return bad(r, "stack kind 't' in an alloc-view snapshot (a touch snapshot says 'v touch' first)");
 	/* One record per stack and kind (see the format): a repeated one would be counted twice. */
 	uint64_t key = ((uint64_t)st.node << 8 | (unsigned char)st.kind) ^ salt;
 	if (u64map_get(seen, key) != U64MAP_NONE)
@@ -474,6 +489,17 @@ static int rec_stack(struct reader *r, char **f, struct snap_stack **arr, size_t
 	return rec_stack_key(r, f, arr, n, cap, seen, 0, 0);
 }
 
+/* Links largest first, then by their nodes: the order snap.h promises, whatever the file's. */
+static int cmp_link(const void *pa, const void *pb)
+{
+	const struct snap_link *a = pa, *b = pb;
+	if (a->bytes != b->bytes)
+		return a->bytes > b->bytes ? -1 : 1;
+	if (a->touch_node != b->touch_node)
+		return a->touch_node < b->touch_node ? -1 : 1;
+	return (a->alloc_node > b->alloc_node) - (a->alloc_node < b->alloc_node);
+}
+
 static int rec_end(struct reader *r)
 {
 	char *f[MAX_FIELDS];
@@ -482,6 +508,8 @@ static int rec_end(struct reader *r)
 	for (int i = 0; i < SEEN_COUNT; i++)
 		if (!(r->seen & (1u << i)))
 			return bad(r, "end marker before the required '%c' record", single_tags[i]);
+	if (r->s->n_links)
+		qsort(r->s->links, r->s->n_links, sizeof(*r->s->links), cmp_link);
 	r->ended = 1;
 	return 0;
 }
@@ -754,6 +782,59 @@ static int record(struct reader *r)
 			s->tree_stacks[before].proc = proc;
 		return 0;
 	}
+	case SNAP_TAG_VIEW: {
+		if (s->version < SNAP_VERSION_VIEW)
+			return bad(r, "unknown tag 'v' in a format %u snapshot (views are format %d)", s->version,
+				   SNAP_VERSION_VIEW);
+		if (r->view_seen)
+			return bad(r, "duplicate 'v' record");
+		/* The stacks' kinds are checked against the view as they are read: it must come first. */
+		if (r->stacks_begun)
+			return bad(r, "the 'v' record comes after stack records (it belongs before every k, l, j, K and X)");
+		r->view_seen = 1;
+		uint32_t i = 0;
+		if (split(r, f, 1) < 0 || parse_index(r, f[0], r->n_strs, &i, "string") < 0)
+			return -1;
+		if (strcmp(r->strs[i], SNAP_VIEW_NAME_ALLOC) == 0)
+			s->view = SNAP_VIEW_ALLOC;
+		else if (strcmp(r->strs[i], SNAP_VIEW_NAME_TOUCH) == 0)
+			s->view = SNAP_VIEW_TOUCH;
+		else
+			return bad(r, "unknown view '%.32s' (alloc or touch)", r->strs[i]);
+		return 0;
+	}
+	case SNAP_TAG_OTHERSTACK:
+		if (s->version < SNAP_VERSION_VIEW)
+			return bad(r, "unknown tag 'K' in a format %u snapshot (views are format %d)", s->version,
+				   SNAP_VERSION_VIEW);
+		if (s->view != SNAP_VIEW_TOUCH)
+			return bad(r, "'K' record in an alloc-view snapshot (only a touch snapshot carries the other view)");
+		return rec_stack(r, f, &s->other, &s->n_other, &r->cap_other, &r->other_seen);
+	case SNAP_TAG_LINK: {
+		if (s->version < SNAP_VERSION_VIEW)
+			return bad(r, "unknown tag 'X' in a format %u snapshot (views are format %d)", s->version,
+				   SNAP_VERSION_VIEW);
+		if (s->view != SNAP_VIEW_TOUCH)
+			return bad(r, "'X' record in an alloc-view snapshot (only a touch snapshot links two views)");
+		r->stacks_begun = 1;
+		struct snap_link ln = { 0 };
+		if (split(r, f, 3) < 0 || parse_index(r, f[0], s->n_nodes, &ln.touch_node, "touch node") < 0 ||
+		    parse_index(r, f[1], s->n_nodes, &ln.alloc_node, "alloc node") < 0 ||
+		    parse_u64(r, f[2], &ln.bytes, "link bytes") < 0)
+			return -1;
+		/* One record per pair: a repeated one would be shown, and counted, twice. */
+		uint64_t key = (uint64_t)ln.touch_node << 32 | ln.alloc_node;
+		if (u64map_get(&r->link_seen, key) != U64MAP_NONE)
+			return bad(r, "duplicate 'X' record for touch node %u, alloc node %u", ln.touch_node, ln.alloc_node);
+		if (charge(r, 4 * (sizeof(uint64_t) + sizeof(uint32_t))) < 0)
+			return -1;
+		if (u64map_put(&r->link_seen, key, 0) < 0)
+			return bad(r, "out of memory");
+		if (grow(r, &s->links, &r->cap_links, s->n_links, sizeof(*s->links)) < 0)
+			return -1;
+		s->links[s->n_links++] = ln;
+		return 0;
+	}
 	case SNAP_TAG_SAMPLE: {
 		struct snap_sample smp;
 		if (split(r, f, 3) < 0 ||
@@ -866,6 +947,8 @@ static int run(struct reader *r, struct snap *s)
 	u64map_fin(&r->stack_seen);
 	u64map_fin(&r->live_seen);
 	u64map_fin(&r->tree_seen);
+	u64map_fin(&r->other_seen);
+	u64map_fin(&r->link_seen);
 	return rc;
 }
 

@@ -39,6 +39,9 @@ enum snap_tag {
 	SNAP_TAG_PROC = 'P',       /* P PID PPID PROFILED PEAK PEAKTIME ATCOMBINED VMHWM START END COMMAND|- FILE|- (format 4 on) */
 	SNAP_TAG_TREE = 'r',       /* r TIME CHARGED: the tree's combined peak (format 4 on) */
 	SNAP_TAG_TREESTACK = 'j',  /* j NODE KIND CHARGED RESERVED COUNT PROC: a stack at the combined peak (format 4 on) */
+	SNAP_TAG_VIEW = 'v',       /* v STR: "alloc" or "touch", once, before any k l j K X (format 5 on; absent: alloc) */
+	SNAP_TAG_OTHERSTACK = 'K', /* K NODE KIND CHARGED RESERVED COUNT: a stack of the other (alloc) view at the peak (format 5 on) */
+	SNAP_TAG_LINK = 'X',       /* X TOUCHNODE ALLOCNODE BYTES: what a touch stack made resident inside what an alloc stack reserved (format 5 on) */
 	SNAP_TAG_END = 'e',        /* e: last line; anything after it is an error */
 };
 
@@ -48,6 +51,11 @@ enum snap_tag {
 #define SNAP_VERSION_SRCFRAME 3
 /* The first format version with the process tree (`P`, `r`, `j`). */
 #define SNAP_VERSION_TREE 4
+/* The first format version with the views (`v`, `K`, `X`, kind `t`). */
+#define SNAP_VERSION_VIEW 5
+/* The `v` record's values. */
+#define SNAP_VIEW_NAME_ALLOC "alloc"
+#define SNAP_VIEW_NAME_TOUCH "touch"
 /* At most this many `P` records. */
 #define SNAP_MAX_PROCS (1u << 20)
 
@@ -59,7 +67,7 @@ enum snap_tag {
 #define SNAP_MAX_MEMORY ((uint64_t)1 << 30)      /* bytes of records held in memory */
 #define SNAP_MAX_INPUT ((uint64_t)4 << 30)       /* uncompressed bytes read in all */
 /*
- * Frames per stack, and frames over all `k` and `l` records (the sum of the
+ * Frames per stack, and frames over all `k`, `l`, `j` and `K` records (the sum of the
  * depths of the stacks they name): at most BASE plus PER_BYTE for each byte
  * read so far. A renderer that lists every frame of every stack (JSON) then
  * does work proportional to the file, never stacks x depth of a small hostile

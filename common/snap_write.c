@@ -6,6 +6,7 @@
 #include "common/snap_syntax.h"
 #include "common/error.h"
 #include "common/grow.h"
+#include "common/u64map.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -283,9 +284,37 @@ static void put_stack(struct writer *w, char tag, const struct snap_stack *st)
 	endl(w);
 }
 
-static int valid_kind(char k)
+/* A kind the reader takes in a stack of the snapshot's own view (kind t in a touch snapshot only). */
+static int valid_kind(const struct snap *s, char k)
 {
-	return k == SNAP_KIND_MMAP || k == SNAP_KIND_BRK || k == SNAP_KIND_HEAP || k == SNAP_KIND_PSEUDO;
+	return k == SNAP_KIND_MMAP || k == SNAP_KIND_BRK || k == SNAP_KIND_HEAP || k == SNAP_KIND_PSEUDO ||
+	       (k == SNAP_KIND_TOUCH && s->view == SNAP_VIEW_TOUCH);
+}
+
+/* Whether a K record or an X record would repeat another (the reader refuses both), or NULL. */
+static const char *repeated(const struct snap *s)
+{
+	struct u64map seen;
+	const char *why = NULL;
+	u64map_init(&seen);
+	for (size_t i = 0; i < s->n_other && !why; i++) {
+		uint64_t key = (uint64_t)s->other[i].node << 8 | (unsigned char)s->other[i].kind;
+		if (u64map_get(&seen, key) != U64MAP_NONE)
+			why = "the other view has a stack twice (same node and kind)";
+		else if (u64map_put(&seen, key, 0) < 0)
+			why = "out of memory";
+	}
+	u64map_fin(&seen);
+	u64map_init(&seen);
+	for (size_t i = 0; i < s->n_links && !why; i++) {
+		uint64_t key = (uint64_t)s->links[i].touch_node << 32 | s->links[i].alloc_node;
+		if (u64map_get(&seen, key) != U64MAP_NONE)
+			why = "two links between the same two stacks";
+		else if (u64map_put(&seen, key, 0) < 0)
+			why = "out of memory";
+	}
+	u64map_fin(&seen);
+	return why;
 }
 
 /*
@@ -299,7 +328,8 @@ static const char *invalid(const struct snap *s)
 		return "too many nodes, frames or modules";
 	if ((s->argc && !s->argv) || (s->n_modules && !s->modules) || (s->n_frames && !s->frames) ||
 	    (s->n_nodes && !s->nodes) || (s->n_stacks && !s->stacks) || (s->n_live && !s->live) ||
-	    (s->n_samples && !s->samples) || (s->n_counters && !s->counters))
+	    (s->n_samples && !s->samples) || (s->n_counters && !s->counters) || (s->n_other && !s->other) ||
+	    (s->n_links && !s->links))
 		return "array missing";
 	for (size_t i = 0; i < s->n_frames; i++) {
 		if (s->frames[i].kind != SNAP_FRAME_NATIVE && s->frames[i].kind != SNAP_FRAME_PYTHON)
@@ -313,19 +343,29 @@ static const char *invalid(const struct snap *s)
 	for (size_t i = 1; i < s->n_nodes; i++)
 		if (s->nodes[i].parent >= i || s->nodes[i].frame >= s->n_frames)
 			return "stack trie node out of order or refers to a missing frame";
+	if (s->view != SNAP_VIEW_ALLOC && s->view != SNAP_VIEW_TOUCH)
+		return "unknown view";
 	for (size_t i = 0; i < s->n_stacks; i++)
-		if (s->stacks[i].node >= n_nodes || !valid_kind(s->stacks[i].kind))
-			return "peak stack refers to a missing node or has an unknown kind";
+		if (s->stacks[i].node >= n_nodes || !valid_kind(s, s->stacks[i].kind))
+			return "peak stack refers to a missing node or has an unknown kind (t only in the touch view)";
 	for (size_t i = 0; i < s->n_live; i++)
-		if (s->live[i].node >= n_nodes || !valid_kind(s->live[i].kind))
-			return "live stack refers to a missing node or has an unknown kind";
+		if (s->live[i].node >= n_nodes || !valid_kind(s, s->live[i].kind))
+			return "live stack refers to a missing node or has an unknown kind (t only in the touch view)";
 	if ((s->n_procs && !s->procs) || (s->n_tree_stacks && !s->tree_stacks) || s->n_procs > SNAP_MAX_PROCS)
 		return "process tree missing or too large";
 	for (size_t i = 0; i < s->n_tree_stacks; i++)
-		if (s->tree_stacks[i].node >= n_nodes || !valid_kind(s->tree_stacks[i].kind) ||
+		if (s->tree_stacks[i].node >= n_nodes || !valid_kind(s, s->tree_stacks[i].kind) ||
 		    s->tree_stacks[i].proc >= s->n_procs)
 			return "combined-peak stack refers to a missing node or process, or has an unknown kind";
-	return NULL;
+	if ((s->n_other || s->n_links) && s->view != SNAP_VIEW_TOUCH)
+		return "the other view's stacks or links in an alloc-view snapshot (only the touch view carries them)";
+	for (size_t i = 0; i < s->n_other; i++)
+		if (s->other[i].node >= n_nodes || !valid_kind(s, s->other[i].kind) || s->other[i].kind == SNAP_KIND_TOUCH)
+			return "other view's stack refers to a missing node or has an unknown kind (never t)";
+	for (size_t i = 0; i < s->n_links; i++)
+		if (s->links[i].touch_node >= n_nodes || s->links[i].alloc_node >= n_nodes)
+			return "link refers to a missing node";
+	return repeated(s);
 }
 
 static void put_snap(struct writer *w, const struct snap *s)
@@ -369,6 +409,10 @@ static void put_snap(struct writer *w, const struct snap *s)
 	putf(w, " %llu %llu %llu", (unsigned long long)s->peak.charged,
 	     (unsigned long long)s->peak.reserved, (unsigned long long)s->peak.rss);
 	endl(w);
+	/* Before every stack record: the reader checks their kinds against it. */
+	rec_start(&r, SNAP_TAG_VIEW);
+	rec_str(w, &r, s->view == SNAP_VIEW_TOUCH ? SNAP_VIEW_NAME_TOUCH : SNAP_VIEW_NAME_ALLOC);
+	rec_end(w, &r);
 
 	for (i = 0; i < s->n_modules && !w->failed; i++) {
 		rec_start(&r, SNAP_TAG_MODULE);
@@ -412,6 +456,13 @@ static void put_snap(struct writer *w, const struct snap *s)
 		put_stack(w, SNAP_TAG_STACK, &s->stacks[i]);
 	for (i = 0; i < s->n_live && !w->failed; i++)
 		put_stack(w, SNAP_TAG_LIVE, &s->live[i]);
+	for (i = 0; i < s->n_other && !w->failed; i++)
+		put_stack(w, SNAP_TAG_OTHERSTACK, &s->other[i]);
+	for (i = 0; i < s->n_links && !w->failed; i++) {
+		putf(w, "%c %u %u %llu", SNAP_TAG_LINK, (unsigned)s->links[i].touch_node, (unsigned)s->links[i].alloc_node,
+		     (unsigned long long)s->links[i].bytes);
+		endl(w);
+	}
 	for (i = 0; i < s->n_procs && !w->failed; i++) {
 		const struct snap_proc *q = &s->procs[i];
 		char t1[64], t2[64], t3[64];

@@ -43,7 +43,7 @@ REFUSED = {
     "line-too-long.gz": "line 12: line longer than 1048576 bytes",
     "missing-peak.txt": "line 27: end marker before the required 'p' record",
     "module-out-of-range.txt": "line 21: module 3 out of range",
-    "newer-version.txt": "line 1: snapshot format 5 is newer than this ptfil-view reads (4); upgrade ptfil",
+    "newer-version.txt": "line 1: snapshot format 6 is newer than this ptfil-view reads (5); upgrade ptfil",
     "node-cycle.txt": "line 14: parent node 1 refers to nothing (only 1 defined so far)",
     "nul-byte.txt": "line 20: NUL byte in line",
     "python-frame-in-v1.txt": "line 23: unknown tag 'y' in a format 1 snapshot (Python frames are format 2)",
@@ -55,11 +55,19 @@ REFUSED = {
     "truncated-mid-line.txt": "line 24: truncated (the last line has no newline)",
     "truncated.gz": "line 11: truncated (the gzip stream ends early)",
     "unknown-tag.txt": "line 25: unknown tag 'Q'",
+    # The views (format 5): tests/golden/touch.snap, each with one thing wrong.
+    "view-after-stacks.txt": "line 70: the 'v' record comes after stack records",
+    "touch-kind-in-v4.txt": "line 69: unknown stack kind 't' in a format 4 snapshot (touch stacks are format 5)",
+    "link-node-undefined.txt": "line 80: alloc node 14 refers to nothing (only 14 defined so far)",
+    "other-view-touch-kind.txt": "line 78: stack kind 't' in a 'K' record",
+    "duplicate-link.txt": "line 82: duplicate 'X' record for touch node 12, alloc node 6",
+    "view-unknown.txt": "line 21: unknown view 'both' (alloc or touch)",
+    "view-twice.txt": "line 22: duplicate 'v' record",
 }
 
 # Hand-made files that are hostile but valid: each must be shown.
 SHOWN = {"deep-trie-limit.gz", "amplified-strings.txt", "long-module-name.txt", "long-module-name-found.txt",
-         "amplified-python-files.txt"}
+         "amplified-python-files.txt", "touch-links-dangling.txt"}
 
 # Problems with the whole file rather than a line of it.
 WHOLE_FILE = ("empty file, not a ptfil snapshot",)

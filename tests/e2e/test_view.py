@@ -674,7 +674,7 @@ class ViewTest(unittest.TestCase):
     def test_newer_version(self):
         path = self.write("v7.gz", seed_snapshot(version=7).gzip_bytes())
         err = self.assert_read_error(path, "line 1:")
-        self.assertIn("snapshot format 7 is newer than this ptfil-view reads (4); upgrade ptfil", err)
+        self.assertIn("snapshot format 7 is newer than this ptfil-view reads (5); upgrade ptfil", err)
 
     # ---- command line ------------------------------------------------------
 

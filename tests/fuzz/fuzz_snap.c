@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -42,6 +43,24 @@ static const char other_text[] =
 	"l 2 m 1048576 1048576 1\nl 3 h 100 100 1\n"
 	"t 0 0 0\nt 1.5 1048576 1048576\ns signal\nc 7 1\ne\n";
 
+/*
+ * The same program in the touch view, with the alloc view beside it and the
+ * links between them: a diff across two views, and one within the touch view.
+ */
+static struct snap other_touch;
+static const char other_touch_text[] =
+	"ptfil-snapshot 5\n"
+	"s 0.1.0\nV 0\ns launch\no 1\ns ./other\na 2\ni 1\nT 1700000000\nd 3\nx 0\n"
+	"w 1048576\nz 4096\np 1.5 1114112 135266304 1048576\ns touch\nv 3\n"
+	"s /bin/other\nm 4 - 400000\ns main\nf 0 1300 5\ns main_big_map\nf 0 1234 6\n"
+	"s fill\nf 0 1200 7\nf -1 7f0000001000 -\n"
+	"n 0 0\nn 1 1\nn 1 2\nn 0 3\n"
+	"k 3 t 1048576 1048576 256\nk 4 t 65536 65536 16\nk 1 p 0 0 0\n"
+	"l 3 t 4096 4096 1\n"
+	"K 2 m 1048576 134217728 1\nK 1 h 65536 65536 2\nK 4 p 4096 4096 1\n"
+	"X 3 2 1048576\nX 4 1 65536\nX 0 0 0\nX 4 2 1\n"
+	"t 0 0 0\nt 1.5 1114112 1048576\ne\n";
+
 /* A memory file holding the input, for snap_read (which takes a path). */
 static int memfd = -1;
 static char memfd_path[64];
@@ -64,8 +83,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 		abort();
 	}
 	snprintf(memfd_path, sizeof(memfd_path), "/proc/self/fd/%d", memfd);
-	if (snap_read_mem(other_text, sizeof(other_text) - 1, "other", &other) != 0) {
-		fprintf(stderr, "fuzz_snap: the built-in snapshot does not read\n");
+	if (snap_read_mem(other_text, sizeof(other_text) - 1, "other", &other) != 0 ||
+	    snap_read_mem(other_touch_text, sizeof(other_touch_text) - 1, "other-touch", &other_touch) != 0) {
+		fprintf(stderr, "fuzz_snap: a built-in snapshot does not read\n");
 		abort();
 	}
 	return 0;
@@ -111,6 +131,9 @@ static void render_all(const struct snap *s)
 	render_flame(s, s, FLAME_TREE);
 	render_flame(s, &other, FLAME_PEAK);
 	render_flame(&other, s, FLAME_LIVE);
+	render_flame(s, &other_touch, FLAME_PEAK);
+	render_flame(&other_touch, s, FLAME_PEAK);
+	view_pprof(devnull, s, NULL, &o);
 	fflush(devnull);
 	clearerr(devnull);
 }
@@ -151,6 +174,32 @@ static void check_snap(const struct snap *s)
 	for (size_t i = 1; i < s->n_samples; i++)
 		if (s->samples[i].time < s->samples[i - 1].time)
 			abort();
+	/*
+	 * The views (format 5): alloc before, or without a `v`; only a touch
+	 * snapshot has kind t, and the other view (never kind t) and the links,
+	 * largest first, between nodes that exist.
+	 */
+	if (s->view != SNAP_VIEW_ALLOC && s->view != SNAP_VIEW_TOUCH)
+		abort();
+	if (s->version < 5 && (s->view != SNAP_VIEW_ALLOC || s->n_other || s->n_links))
+		abort();
+	if (s->view != SNAP_VIEW_TOUCH && (s->n_other || s->n_links))
+		abort();
+	const struct snap_stack *sets[] = { s->stacks, s->live, s->tree_stacks, s->other };
+	const size_t counts[] = { s->n_stacks, s->n_live, s->n_tree_stacks, s->n_other };
+	for (size_t k = 0; k < 4; k++)
+		for (size_t i = 0; i < counts[k]; i++) {
+			char kind = sets[k][i].kind;
+			if (sets[k][i].node >= s->n_nodes || !strchr("mbhpt", kind) || !kind ||
+			    (kind == SNAP_KIND_TOUCH && (s->view != SNAP_VIEW_TOUCH || k == 3)))
+				abort();
+		}
+	for (size_t i = 0; i < s->n_links; i++) {
+		if (s->links[i].touch_node >= s->n_nodes || s->links[i].alloc_node >= s->n_nodes)
+			abort();
+		if (i && s->links[i - 1].bytes < s->links[i].bytes)
+			abort();
+	}
 }
 
 static void render_and_fin(int rc, struct snap *s)
@@ -167,6 +216,7 @@ static int same_shape(const struct snap *a, const struct snap *b)
 {
 	return a->argc == b->argc && a->n_modules == b->n_modules && a->n_frames == b->n_frames &&
 	       a->n_nodes == b->n_nodes && a->n_stacks == b->n_stacks && a->n_live == b->n_live &&
+	       a->view == b->view && a->n_other == b->n_other && a->n_links == b->n_links &&
 	       a->n_samples == b->n_samples && a->n_counters == b->n_counters &&
 	       a->pid == b->pid && a->peak.charged == b->peak.charged;
 }

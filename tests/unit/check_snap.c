@@ -368,6 +368,43 @@ static void assert_snap_eq(const struct snap *a, const struct snap *b)
 		ck_assert_str_eq(a->counters[i].name, b->counters[i].name);
 		ck_assert_uint_eq(a->counters[i].count, b->counters[i].count);
 	}
+	ck_assert_int_eq(a->view, b->view);
+	ck_assert_uint_eq(a->n_other, b->n_other);
+	assert_stacks_eq(a->other, b->other, a->n_other);
+	ck_assert_uint_eq(a->n_links, b->n_links);
+	for (i = 0; i < a->n_links; i++) {
+		ck_assert_uint_eq(a->links[i].touch_node, b->links[i].touch_node);
+		ck_assert_uint_eq(a->links[i].alloc_node, b->links[i].alloc_node);
+		ck_assert_uint_eq(a->links[i].bytes, b->links[i].bytes);
+	}
+}
+
+/*
+ * The test snapshot as the touch view with the alloc view beside it: touch
+ * stacks (kind t: reserved as charged, pages counted), the alloc view's
+ * stacks at the same peak (one sparse mapping, one heap block, a pseudo
+ * one), and the links between them, largest first as the reader leaves them.
+ */
+static void build_touch(struct snap *s)
+{
+	build(s);
+	s->view = SNAP_VIEW_TOUCH;
+	s->stacks[0] = (struct snap_stack){ 6, SNAP_KIND_TOUCH, 1ull << 20, 1ull << 20, 256, 0 };
+	s->stacks[1] = (struct snap_stack){ 10, SNAP_KIND_TOUCH, 3ull << 20, 3ull << 20, 768, 0 };
+	s->stacks[4] = (struct snap_stack){ 9, SNAP_KIND_TOUCH, 0, 0, 0, 0 };
+	s->live[1] = (struct snap_stack){ 6, SNAP_KIND_TOUCH, 4096, 4096, 1, 0 };
+	s->tree_stacks[1].kind = SNAP_KIND_TOUCH;
+	s->n_other = 3;
+	s->other = calloc(3, sizeof(*s->other));
+	s->other[0] = (struct snap_stack){ 2, SNAP_KIND_MMAP, 1ull << 20, 128ull << 20, 1, 0 };
+	s->other[1] = (struct snap_stack){ 4, SNAP_KIND_HEAP, 3ull << 20, 3ull << 20, 2, 0 };
+	s->other[2] = (struct snap_stack){ 5, SNAP_KIND_PSEUDO, 132 * 1024, 132 * 1024, 1, 0 };
+	s->n_links = 4;
+	s->links = calloc(4, sizeof(*s->links));
+	s->links[0] = (struct snap_link){ 10, 4, 3ull << 20 };
+	s->links[1] = (struct snap_link){ 6, 2, 1ull << 20 };
+	s->links[2] = (struct snap_link){ 6, 4, 1ull << 20 };
+	s->links[3] = (struct snap_link){ 0, 0, 0 };
 }
 
 /* Writes the full test snapshot to dir/name and returns its path. */
@@ -406,6 +443,45 @@ START_TEST(test_round_trip)
 }
 END_TEST
 
+START_TEST(test_round_trip_touch)
+{
+	struct snap s, back;
+	const char *path = in_tmp("touch.gz");
+	build_touch(&s);
+	ck_assert_int_eq(snap_write(&s, path), 0);
+	ck_assert_int_eq(snap_read(path, &back), 0);
+	assert_snap_eq(&s, &back);
+	snap_fin(&back);
+	/* Links in any order read back largest first, then by touch node and alloc node. */
+	struct snap_link swap = s.links[0];
+	s.links[0] = s.links[3];
+	s.links[3] = s.links[2];
+	s.links[2] = swap;
+	ck_assert_int_eq(snap_write(&s, path), 0);
+	ck_assert_int_eq(snap_read(path, &back), 0);
+	ck_assert_uint_eq(back.n_links, 4);
+	ck_assert_uint_eq(back.links[0].touch_node, 10);
+	ck_assert_uint_eq(back.links[1].touch_node, 6);
+	ck_assert_uint_eq(back.links[1].alloc_node, 2);
+	ck_assert_uint_eq(back.links[2].alloc_node, 4);
+	ck_assert_uint_eq(back.links[3].bytes, 0);
+	snap_fin(&back);
+	/* The alloc view written plainly says so: `v alloc`, read as the alloc view. */
+	snap_fin(&s);
+	build(&s);
+	ck_assert_int_eq(snap_write(&s, path), 0);
+	size_t len;
+	char *text = gunzip(path, &len);
+	ck_assert_ptr_nonnull(strstr(text, "\ns alloc\nv "));
+	free(text);
+	ck_assert_int_eq(snap_read(path, &back), 0);
+	ck_assert_int_eq(back.view, SNAP_VIEW_ALLOC);
+	ck_assert_uint_eq(back.n_other + back.n_links, 0);
+	snap_fin(&back);
+	snap_fin(&s);
+}
+END_TEST
+
 START_TEST(test_round_trip_minimal)
 {
 	/* Nothing but the header facts, with NULL strings where a writer may leave them. */
@@ -439,7 +515,7 @@ START_TEST(test_strings_interned)
 	}
 	ck_assert_uint_eq(libc, 1);
 	ck_assert_uint_eq(mains, 1);
-	ck_assert(!strncmp(text, "ptfil-snapshot 4\n", 17));
+	ck_assert(!strncmp(text, "ptfil-snapshot 5\n", 17));
 	ck_assert(len >= 3 && !strcmp(text + len - 3, "\ne\n"));
 	free(text);
 }
@@ -677,7 +753,36 @@ START_TEST(test_write_refuses_invalid)
 	s.frames[6].kind = SNAP_FRAME_PYTHON;
 	s.live[0].node = (uint32_t)s.n_nodes;
 	ck_assert_int_eq(snap_write(&s, path), -1);
+	s.live[0].node = 4;
+	/* Kind t only in the touch view; the other view and links only there, never of kind t. */
+	s.stacks[0].kind = SNAP_KIND_TOUCH;
+	ck_assert_int_eq(snap_write(&s, path), -1);
+	s.stacks[0].kind = SNAP_KIND_MMAP;
+	snap_fin(&s);
+	build_touch(&s);
+	s.view = SNAP_VIEW_ALLOC;
+	for (size_t i = 0; i < s.n_stacks; i++)
+		s.stacks[i].kind = SNAP_KIND_MMAP;
+	s.live[1].kind = s.tree_stacks[1].kind = SNAP_KIND_HEAP;
+	ck_assert_int_eq(snap_write(&s, path), -1);
+	s.view = 2;
+	ck_assert_int_eq(snap_write(&s, path), -1);
+	s.view = SNAP_VIEW_TOUCH;
+	s.other[1].kind = SNAP_KIND_TOUCH;
+	ck_assert_int_eq(snap_write(&s, path), -1);
+	s.other[1].kind = SNAP_KIND_MMAP;
+	s.other[1].node = 2;
+	ck_assert_int_eq(snap_write(&s, path), -1);
+	s.other[1].node = (uint32_t)s.n_nodes;
+	ck_assert_int_eq(snap_write(&s, path), -1);
+	s.other[1].node = 4;
+	s.links[2].alloc_node = (uint32_t)s.n_nodes;
+	ck_assert_int_eq(snap_write(&s, path), -1);
+	s.links[2].alloc_node = 2;
+	ck_assert_int_eq(snap_write(&s, path), -1);  /* the same two nodes as links[1] */
+	s.links[2].alloc_node = 4;
 	ck_assert_uint_eq(count_entries(tmpdir), 0);
+	ck_assert_int_eq(snap_write(&s, path), 0);
 	snap_fin(&s);
 }
 END_TEST
@@ -1024,8 +1129,9 @@ static const struct bad_case bad_cases[] = {
 	{ 9, "x -2", 9, "exit status -2 out of range" },
 	{ 9, "x 2147483648", 9, "exit status 2147483648 out of range" },
 	{ 6, "i 99999999999999999999", 6, "pid '99999999999999999999' out of range" },
-	{ 1, "ptfil-snapshot 7", 1, "snapshot format 7 is newer than this check_ptfil reads (4); upgrade ptfil" },
-	{ 1, "ptfil-snapshot 5", 1, "snapshot format 5 is newer than this check_ptfil reads (4); upgrade ptfil" },
+	{ 1, "ptfil-snapshot 7", 1, "snapshot format 7 is newer than this check_ptfil reads (5); upgrade ptfil" },
+	{ 1, "ptfil-snapshot 6", 1, "snapshot format 6 is newer than this check_ptfil reads (5); upgrade ptfil" },
+	{ 1, "ptfil-snapshot 5", 0, NULL },
 	{ 1, "ptfil-snapshot 4", 0, NULL },
 	{ 1, "ptfil-snapshot 3", 0, NULL },
 	{ 1, "ptfil-snapshot 2", 0, NULL },
@@ -1109,7 +1215,135 @@ static const struct bad_case bad_cases_v4[] = {
 	{ 18, "r 0.5", 18, "expected 2 fields, found 1" },
 	{ 18, "j 1 m 1 1 1 0", 18, "process 0 refers to nothing" },
 	{ 18, "u 0 f 1 2", 0, NULL },
+	/* The views are format 5: a format-4 file refuses them as a format-4 reader would. */
+	{ 18, "v 1", 18, "unknown tag 'v' in a format 4 snapshot (views are format 5)" },
+	{ 18, "K 1 m 1 1 1", 18, "unknown tag 'K' in a format 4 snapshot (views are format 5)" },
+	{ 18, "X 1 1 1", 18, "unknown tag 'X' in a format 4 snapshot (views are format 5)" },
+	{ 18, "k 1 t 1 1 1", 18, "unknown stack kind 't' in a format 4 snapshot (touch stacks are format 5)" },
+	{ 18, "l 1 t 1 1 1", 18, "unknown stack kind 't' in a format 4 snapshot" },
+	{ 18, "l 1 tt 1 1 1", 18, "unknown stack kind 'tt'" },
 };
+
+/*
+ * A format-5 document: the touch view, a touch stack, a stack of the alloc
+ * view and a link. Each case edits up to three of its lines.
+ */
+static const char *const base5_lines[] = {
+	"ptfil-snapshot 5",    /* 1 */
+	"s 1.0",               /* 2 */
+	"V 0",                 /* 3 */
+	"s launch",            /* 4 */
+	"o 1",                 /* 5 */
+	"i 42",                /* 6 */
+	"T 1.5",               /* 7 */
+	"d 2",                 /* 8 */
+	"x 0",                 /* 9 */
+	"w 4096",              /* 10 */
+	"z 4096",              /* 11 */
+	"p 1 10 20 30",        /* 12 */
+	"s touch",             /* 13: string 2 */
+	"v 2",                 /* 14 */
+	"s /bin/prog",         /* 15: string 3 */
+	"m 3 - 400000",        /* 16 */
+	"f 0 1a 1",            /* 17 */
+	"n 0 0",               /* 18: node 1 */
+	"n 1 0",               /* 19: node 2 */
+	"k 2 t 10 10 1",       /* 20 */
+	"K 1 m 10 20 1",       /* 21 */
+	"X 2 1 10",            /* 22 */
+	"# a comment",         /* 23 */
+	"e",                   /* 24 */
+};
+#define BASE5_N (sizeof(base5_lines) / sizeof(base5_lines[0]))
+
+struct edit {
+	size_t at;         /* line replaced, 0 for none */
+	const char *line;  /* NULL: removed */
+};
+
+struct bad_case5 {
+	struct edit edits[3];
+	size_t err_line;
+	const char *expect;
+};
+
+static const struct bad_case5 bad_cases_v5[] = {
+	{ { { 0, NULL } }, 0, NULL },
+	{ { { 23, "k 1 t 5 5 1" } }, 0, NULL },
+	{ { { 23, "l 2 t 5 5 1" } }, 0, NULL },
+	{ { { 23, "K 2 h 5 5 1" } }, 0, NULL },
+	{ { { 23, "K 1 p 5 5 1" } }, 0, NULL },
+	{ { { 23, "X 1 2 18446744073709551615" } }, 0, NULL },
+	{ { { 23, "X 0 0 0" } }, 0, NULL },
+	{ { { 23, "k 2 m 10 10 1" } }, 0, NULL },
+	/* The view: alloc or touch, once, before every stack record. */
+	{ { { 13, "s alloc" }, { 20, "k 2 m 10 10 1" }, { 21, "# no K" } }, 22,
+	  "'X' record in an alloc-view snapshot (only a touch snapshot links two views)" },
+	{ { { 13, "s alloc" }, { 20, "k 2 m 10 10 1" } }, 21,
+	  "'K' record in an alloc-view snapshot (only a touch snapshot carries the other view)" },
+	{ { { 13, "s alloc" } }, 20, "stack kind 't' in an alloc-view snapshot (a touch snapshot says 'v touch' first)" },
+	{ { { 14, "# no view" } }, 20, "stack kind 't' in an alloc-view snapshot" },
+	{ { { 14, "# no view" }, { 20, "k 2 m 10 10 1" } }, 21, "'K' record in an alloc-view snapshot" },
+	{ { { 14, "# no view" }, { 23, "v 2" }, { 20, "# no k" } }, 21, "'K' record in an alloc-view snapshot" },
+	{ { { 14, "# later" }, { 20, "# no k" }, { 21, "v 2" } }, 0, NULL },  /* after modules and nodes: still in time */
+	{ { { 14, "# later" }, { 23, "v 2" } }, 20, "stack kind 't' in an alloc-view snapshot" },
+	{ { { 14, "# later" }, { 20, "k 2 m 10 10 1" }, { 21, "v 2" } }, 21,
+	  "the 'v' record comes after stack records (it belongs before every k, l, j, K and X)" },
+	{ { { 23, "v 2" } }, 23, "duplicate 'v' record" },
+	{ { { 14, "v 0" } }, 14, "unknown view '1.0' (alloc or touch)" },
+	{ { { 13, "s Touch" } }, 14, "unknown view 'Touch' (alloc or touch)" },
+	{ { { 13, "s touch\\x1b[2J" } }, 14, "unknown view 'touch\\x1b[2J' (alloc or touch)" },
+	{ { { 14, "v 9" } }, 14, "string 9 refers to nothing" },
+	{ { { 14, "v -" } }, 14, "malformed string '-'" },
+	{ { { 14, "v" } }, 14, "expected 1 fields, found none" },
+	{ { { 14, "v 2 2" } }, 14, "too many fields (expected 1)" },
+	/* K: as k, never kind t, each (node, kind) once. */
+	{ { { 23, "K 1 t 5 5 1" } }, 23, "stack kind 't' in a 'K' record: the other view of a touch snapshot is the alloc view" },
+	{ { { 23, "K 1 m 5 5 1" } }, 23, "duplicate 'K' record for node 1, kind 'm'" },
+	{ { { 23, "K 3 m 5 5 1" } }, 23, "stack node 3 refers to nothing (only 3 defined so far)" },
+	{ { { 23, "K 1 q 5 5 1" } }, 23, "unknown stack kind 'q'" },
+	{ { { 23, "K 1 h 5 5" } }, 23, "expected 5 fields, found 4" },
+	{ { { 23, "K 1 h 5 5 99999999999999999999" } }, 23, "count '99999999999999999999' out of range" },
+	{ { { 20, "k 2 t 10 10 1" }, { 23, "k 2 t 1 1 1" } }, 23, "duplicate 'k' record for node 2, kind 't'" },
+	/* X: two nodes defined before it, bytes, each pair once. */
+	{ { { 23, "X 2 1 5" } }, 23, "duplicate 'X' record for touch node 2, alloc node 1" },
+	{ { { 23, "X 3 1 5" } }, 23, "touch node 3 refers to nothing (only 3 defined so far)" },
+	{ { { 23, "X 1 3 5" } }, 23, "alloc node 3 refers to nothing" },
+	{ { { 23, "X 1 4294967296 5" } }, 23, "alloc node 4294967296 refers to nothing" },
+	{ { { 23, "X 1 2 18446744073709551616" } }, 23, "link bytes '18446744073709551616' out of range" },
+	{ { { 23, "X 1 2 -1" } }, 23, "malformed link bytes '-1'" },
+	{ { { 23, "X 1 2" } }, 23, "expected 3 fields, found 2" },
+	{ { { 23, "X 1 2 5 6" } }, 23, "too many fields (expected 3)" },
+	{ { { 23, "X" } }, 23, "expected 3 fields, found none" },
+	{ { { 23, "XX 1 2 5" } }, 23, "unknown tag 'XX'" },
+	{ { { 18, "X 1 1 1" } }, 18, "touch node 1 refers to nothing (only 1 defined so far)" },
+};
+
+/* base5_lines with the case's edits. */
+static char *doc5(const struct edit *edits, size_t *len)
+{
+	size_t cap = 64;
+	for (size_t i = 0; i < BASE5_N; i++)
+		cap += strlen(base5_lines[i]) + 1;
+	for (size_t e = 0; e < 3; e++)
+		cap += edits[e].line ? strlen(edits[e].line) + 1 : 0;
+	char *d = malloc(cap);
+	*len = 0;
+	for (size_t i = 0; i < BASE5_N; i++) {
+		const char *l = base5_lines[i];
+		for (size_t e = 0; e < 3; e++)
+			if (edits[e].at == i + 1)
+				l = edits[e].line;
+		if (!l)
+			continue;
+		size_t n = strlen(l);
+		memcpy(d + *len, l, n);
+		d[*len + n] = '\n';
+		*len += n + 1;
+	}
+	d[*len] = '\0';
+	return d;
+}
 
 static void check_case(const struct bad_case *c, int i, unsigned version)
 {
@@ -1156,6 +1390,36 @@ END_TEST
 START_TEST(test_bad_records_v4)
 {
 	check_case(&bad_cases_v4[_i], _i, 4);
+}
+END_TEST
+
+START_TEST(test_bad_records_v5)
+{
+	const struct bad_case5 *c = &bad_cases_v5[_i];
+	size_t len;
+	struct snap s;
+	char *d = doc5(c->edits, &len);
+	capture_start();
+	int rc = snap_read_mem(d, len, "case.txt", &s);
+	char *msg = capture_end();
+	if (!c->expect) {
+		ck_assert_msg(rc == 0, "case %d refused: %s", _i, msg);
+		/* What a touch snapshot promises (snap.h): its view, and kind t nowhere in the other view. */
+		ck_assert_int_eq(s.view, SNAP_VIEW_TOUCH);
+		for (size_t i = 0; i < s.n_other; i++)
+			ck_assert_int_ne(s.other[i].kind, SNAP_KIND_TOUCH);
+		for (size_t i = 1; i < s.n_links; i++)
+			ck_assert(s.links[i - 1].bytes >= s.links[i].bytes);
+	} else {
+		char want[600];
+		snprintf(want, sizeof(want), "case.txt: line %zu: %s", c->err_line, c->expect);
+		ck_assert_msg(rc == -1, "case %d accepted", _i);
+		ck_assert_msg(count_lines(msg) == 1, "case %d: not one line: %s", _i, msg);
+		ck_assert_msg(strstr(msg, want), "case %d: wanted '%s', got '%s'", _i, want, msg);
+	}
+	snap_fin(&s);
+	free(msg);
+	free(d);
 }
 END_TEST
 
@@ -1318,6 +1582,7 @@ Suite *snap_suite(void)
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_round_trip);
+	tcase_add_test(tc, test_round_trip_touch);
 	tcase_add_test(tc, test_round_trip_minimal);
 	tcase_add_test(tc, test_strings_interned);
 	tcase_add_test(tc, test_plain_text_file);
@@ -1341,6 +1606,7 @@ Suite *snap_suite(void)
 	tcase_add_loop_test(tc, test_bad_records_v2, 0, (int)(sizeof(bad_cases_v2) / sizeof(bad_cases_v2[0])));
 	tcase_add_loop_test(tc, test_bad_records_v3, 0, (int)(sizeof(bad_cases_v3) / sizeof(bad_cases_v3[0])));
 	tcase_add_loop_test(tc, test_bad_records_v4, 0, (int)(sizeof(bad_cases_v4) / sizeof(bad_cases_v4[0])));
+	tcase_add_loop_test(tc, test_bad_records_v5, 0, (int)(sizeof(bad_cases_v5) / sizeof(bad_cases_v5[0])));
 	tcase_add_test(tc, test_after_end_and_long_lines);
 	tcase_add_test(tc, test_gzip_error_messages);
 	tcase_add_test(tc, test_blank_lines_limited);
