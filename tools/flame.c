@@ -309,6 +309,7 @@ static unsigned kind_bit(char kind)
 	case SNAP_KIND_MMAP: return FLAME_KIND_MMAP;
 	case SNAP_KIND_BRK: return FLAME_KIND_BRK;
 	case SNAP_KIND_HEAP: return FLAME_KIND_HEAP;
+	case SNAP_KIND_TOUCH: return FLAME_KIND_TOUCH;
 	default: return FLAME_KIND_PSEUDO;
 	}
 }

@@ -42,6 +42,7 @@ enum {
 	FLAME_KIND_BRK = 2,
 	FLAME_KIND_HEAP = 4,
 	FLAME_KIND_PSEUDO = 8,
+	FLAME_KIND_TOUCH = 16,  /* pages made resident (the touch view) */
 };
 
 /*

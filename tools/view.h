@@ -82,8 +82,44 @@ const struct snap_stack **view_sort_stacks(const struct snap_stack *st, size_t n
 /* Whether a stack's reservation far exceeds what is resident: flagged in both outputs. */
 int view_is_sparse(const struct snap_stack *st);
 
-/* "mmap", "brk", "heap", "pseudo", or "unknown". */
+/* "mmap", "brk", "heap", "pseudo", "resident" (a touch stack), or "unknown". */
 const char *view_kind_name(char kind);
+/* The same for JSON and pprof labels: "touch" for a touch stack, else as view_kind_name. */
+const char *view_kind_key(char kind);
+
+/* The view s holds, as every output names it: "alloc" or "touch". */
+const char *view_view_name(const struct snap *s);
+/*
+ * What that view charges, the words every output's view line gives after
+ * its name: "memory charged to the code that allocated it", "memory charged
+ * to the code that made it resident (its first write to each page)".
+ */
+const char *view_view_meaning(const struct snap *s);
+/* The same, shorter, where two views are named in one line: "charged to the code that allocated it". */
+const char *view_view_short(const struct snap *s);
+
+/*
+ * The stacks whose reservations tell how sparse memory is: the peak's, or
+ * in the touch view, whose stacks reserve nothing, the alloc view's at the
+ * same peak (s->other). *n gets their number; *known is 0 for a touch
+ * snapshot without the alloc view (nothing tells), else 1.
+ */
+const struct snap_stack *view_reserving_stacks(const struct snap *s, size_t *n, int *known);
+/*
+ * The bytes reserved at the peak: s->peak.reserved, or in the touch view
+ * the sum of the alloc view's stacks beside it; *known is 0 (and the result
+ * 0) for a touch snapshot without the alloc view.
+ */
+uint64_t view_peak_reserved(const struct snap *s, int *known);
+
+/*
+ * The one frame that names a stack in a single line ("made resident by",
+ * "reserved by"): among frames[0..n) of s, innermost first, its Python
+ * frame when it has one (view_python_frame), else the innermost frame that
+ * is not in the C library, the dynamic linker, the C++ runtime or a malloc
+ * library and is not a pseudo frame, else the innermost; 0 when n is 0.
+ */
+size_t view_telling_frame(const struct snap *s, const uint32_t *frames, size_t n);
 
 /* The shortest decimal text that reads back as v (v finite), into buf of at least 32 bytes. */
 void view_format_double(char *buf, size_t size, double v);
@@ -135,8 +171,8 @@ size_t view_unprofiled(const struct snap *s, const struct snap_proc **largest);
 int view_mappings_only(const struct snap *s);
 
 /*
- * The modules that frames of s's stacks (at the peak and live at the end)
- * come from and that had no full symbol table or no source lines, as the
+ * The modules that frames of s's stacks (at the peak, live at the end, at
+ * the combined peak and in the other view) come from and that had no full symbol table or no source lines, as the
  * snapshot records it (format 3 on; older ones say nothing): their indexes
  * in s->modules, in order, into an array the caller frees (NULL after
  * error() when out of memory); *n gets their number.

@@ -117,10 +117,30 @@ static void put_run(FILE *out, const char *what, const char *name, const struct 
 			charged, when);
 		return;
 	}
+	int known;
 	view_format_size(charged, sizeof(charged), s->peak.charged);
-	view_format_size(reserved, sizeof(reserved), s->peak.reserved);
+	view_format_size(reserved, sizeof(reserved), view_peak_reserved(s, &known));
 	view_format_time(when, sizeof(when), s->peak.time);
-	fprintf(out, ", peak %s charged (%s reserved) at %s\n", charged, reserved, when);
+	if (known)
+		fprintf(out, ", peak %s charged (%s reserved) at %s\n", charged, reserved, when);
+	else
+		fprintf(out, ", peak %s charged at %s\n", charged, when);
+}
+
+/*
+ * Which view the two runs show, in one line: the text report's when they
+ * agree; when they differ, both, and that the stacks are compared all the
+ * same (by their frames' names: memory that moved from one view's stack to
+ * the other's shows as grown here and shrunk there).
+ */
+static void put_views(FILE *out, const struct snap *a, const struct snap *b)
+{
+	if (a->view == b->view) {
+		fprintf(out, "view     %s: %s\n", view_view_name(a), view_view_meaning(a));
+		return;
+	}
+	fprintf(out, "view     differs: before %s (%s), after %s (%s); stacks compared all the same\n",
+		view_view_name(a), view_view_short(a), view_view_name(b), view_view_short(b));
 }
 
 /*
@@ -168,6 +188,7 @@ int view_diff_text(FILE *out, const struct snap *a, const struct snap *b, const 
 
 	put_run(out, "before", o->name_a, a, o->set);
 	put_run(out, "after", o->name_b, b, o->set);
+	put_views(out, a, b);
 	const struct flame_node *root = &f->nodes[FLAME_ROOT];
 	fmt_delta(d, sizeof(d), clamp_delta(root->charged[0], root->charged[1]));
 	fmt_change_share(share, sizeof(share), root->charged[0], root->charged[1]);

@@ -408,17 +408,22 @@ static void put_nav(FILE *out, int diff, int tree)
 	fputs("</nav>\n", out);
 }
 
-static void sparse_totals(const struct snap *s, uint64_t *reserved, uint64_t *charged, size_t *n)
+/* The sparse stacks' totals, from the stacks that reserve (view_reserving_stacks); 0 when nothing tells. */
+static int sparse_totals(const struct snap *s, uint64_t *reserved, uint64_t *charged, size_t *n)
 {
+	size_t n_st;
+	int known;
+	const struct snap_stack *st = view_reserving_stacks(s, &n_st, &known);
 	*reserved = *charged = 0;
 	*n = 0;
-	for (size_t i = 0; i < s->n_stacks; i++) {
-		if (!view_is_sparse(&s->stacks[i]))
+	for (size_t i = 0; i < n_st; i++) {
+		if (!view_is_sparse(&st[i]))
 			continue;
 		(*n)++;
-		*reserved = sat_add(*reserved, s->stacks[i].reserved);
-		*charged = sat_add(*charged, s->stacks[i].charged);
+		*reserved = sat_add(*reserved, st[i].reserved);
+		*charged = sat_add(*charged, st[i].charged);
 	}
+	return known;
 }
 
 static void live_totals(const struct snap *s, uint64_t *charged, uint64_t *reserved)
@@ -447,6 +452,20 @@ static void card(FILE *out, const char *cls, const char *label, uint64_t bytes, 
 	fputs("</div></div>\n", out);
 }
 
+/* Which view the page shows, in the words of the text report; in a diff of two views, both. */
+static void put_view_line(FILE *out, const struct snap *a, const struct snap *b)
+{
+	fputs("<p class=\"sub view\">", out);
+	if (b && a->view != b->view)
+		fprintf(out, "view differs: before %s (%s), after %s (%s); stacks compared all the same",
+			view_view_name(a), view_view_short(a), view_view_name(b), view_view_short(b));
+	else
+		fprintf(out, "view %s: %s", view_view_name(a), view_view_meaning(a));
+	if (!b && a->view == SNAP_VIEW_TOUCH && (a->n_other || a->n_links))
+		fputs(", with the alloc view", out);
+	fputs("</p>\n", out);
+}
+
 static void put_header(FILE *out, const struct snap *s, const struct view_options *o)
 {
 	char dur[32], when[32], sz[32], sz2[32];
@@ -463,11 +482,14 @@ static void put_header(FILE *out, const struct snap *s, const struct view_option
 		fputs(", mappings only", out);
 	fprintf(out, ", ran %s, exit status ", dur);
 	put_exit(out, s->exit_status);
-	fputs("</p>\n</header>\n", out);
+	fputs("</p>\n", out);
+	put_view_line(out, s, NULL);
+	fputs("</header>\n", out);
 
 	uint64_t sp_res, sp_chg, live_c, live_r;
 	size_t sp_n;
-	sparse_totals(s, &sp_res, &sp_chg, &sp_n);
+	int sp_known = sparse_totals(s, &sp_res, &sp_chg, &sp_n), res_known;
+	uint64_t reserved = view_peak_reserved(s, &res_known);
 	live_totals(s, &live_c, &live_r);
 	view_format_time(when, sizeof(when), s->peak.time);
 	fputs("<section class=\"cards\">\n", out);
@@ -484,17 +506,24 @@ static void put_header(FILE *out, const struct snap *s, const struct view_option
 	}
 	card(out, "charged", s->has_tree && !o->one_process ? "Main process's peak" : "Peak charged (resident)",
 	     s->peak.charged, "at %s", when);
-	view_format_size(sz, sizeof(sz), s->peak.reserved > s->peak.charged ? s->peak.reserved - s->peak.charged : 0);
-	card(out, "reserved", "Reserved at the peak", s->peak.reserved, "%s of it never resident", sz);
+	view_format_size(sz, sizeof(sz), reserved > s->peak.charged ? reserved - s->peak.charged : 0);
+	if (res_known)
+		card(out, "reserved", s->view == SNAP_VIEW_TOUCH ? "Reserved at the peak (alloc view)" : "Reserved at the peak",
+		     reserved, "%s of it never resident", sz);
 	view_format_size(sz, sizeof(sz), s->vmhwm);
 	card(out, "rss", "Process RSS at the peak", s->peak.rss, "VmHWM %s", sz);
 	view_format_size(sz, sizeof(sz), sp_res);
 	view_format_size(sz2, sizeof(sz2), sp_chg);
-	card(out, "sparse", "Reserved, not resident", sp_res - (sp_chg < sp_res ? sp_chg : sp_res),
-	     "in %zu sparse stack%s (%s reserved, %s resident)", sp_n, sp_n == 1 ? "" : "s", sz, sz2);
+	if (sp_known)
+		card(out, "sparse", "Reserved, not resident", sp_res - (sp_chg < sp_res ? sp_chg : sp_res),
+		     "in %zu sparse stack%s%s (%s reserved, %s resident)", sp_n, sp_n == 1 ? "" : "s",
+		     s->view == SNAP_VIEW_TOUCH ? " of the alloc view" : "", sz, sz2);
 	view_format_size(sz, sizeof(sz), live_r);
-	card(out, "live", "Still live at the end", live_c, "in %zu stack%s, %s reserved", s->n_live,
-	     s->n_live == 1 ? "" : "s", sz);
+	if (s->view == SNAP_VIEW_TOUCH)  /* touch stacks reserve nothing of their own */
+		card(out, "live", "Still live at the end", live_c, "in %zu stack%s", s->n_live, s->n_live == 1 ? "" : "s");
+	else
+		card(out, "live", "Still live at the end", live_c, "in %zu stack%s, %s reserved", s->n_live,
+		     s->n_live == 1 ? "" : "s", sz);
 	fputs("</section>\n", out);
 }
 
@@ -508,7 +537,9 @@ static void put_diff_header(FILE *out, const struct snap *a, const struct snap *
 	view_put_command_xml(out, a, 200);
 	fprintf(out, "</code>, pid %d; after: <code>", a->pid);
 	view_put_command_xml(out, b, 200);
-	fprintf(out, "</code>, pid %d</p>\n</header>\n", b->pid);
+	fprintf(out, "</code>, pid %d</p>\n", b->pid);
+	put_view_line(out, a, b);
+	fputs("</header>\n", out);
 
 	char before[32], dl[64];
 	fputs("<section class=\"cards\">\n", out);
@@ -931,17 +962,28 @@ static int put_functions(FILE *out, const struct flame *f, const struct view_opt
 
 static int put_sparse(FILE *out, const struct snap *s, const struct view_options *o)
 {
-	const struct snap_stack **v = view_sort_stacks(s->stacks, s->n_stacks);
+	size_t n_st;
+	int known;
+	const struct snap_stack *st_all = view_reserving_stacks(s, &n_st, &known);
+	const struct snap_stack **v = view_sort_stacks(st_all, n_st);
 	if (!v)
 		return -1;
 	size_t n = 0;
-	for (size_t i = 0; i < s->n_stacks; i++)
+	for (size_t i = 0; i < n_st; i++)
 		if (view_is_sparse(v[i]))
 			v[n++] = v[i];
 	size_t shown = limit_of(o, n);
 	fputs("<section id=\"sparse\">\n<h2>Sparse memory</h2>\n<p class=\"help\">Stacks that reserved at least "
 	      "four times what is resident (and 1 MiB or more unused) at the peak: address space an in-process "
-	      "profiler would have charged in full, that ptfil charges by its resident pages.</p>\n", out);
+	      "profiler would have charged in full, that ptfil charges by its resident pages.", out);
+	if (s->view == SNAP_VIEW_TOUCH)
+		fputs(" Touch stacks reserve nothing: these are the stacks of the alloc view at the same peak.", out);
+	fputs("</p>\n", out);
+	if (!known) {
+		fputs("<p class=\"empty\">Not known: this touch snapshot has no alloc view beside it.</p>\n</section>\n", out);
+		free(v);
+		return 0;
+	}
 	if (n == 0) {
 		fputs("<p class=\"empty\">None: no stack reserves much more than is resident.</p>\n</section>\n", out);
 		free(v);
@@ -1051,6 +1093,10 @@ static void f_mode(FILE *out, const struct snap *s)
 	if (view_mappings_only(s))
 		fputs(", mappings only (malloc calls not followed)", out);
 }
+static void f_view(FILE *out, const struct snap *s)
+{
+	fprintf(out, "%s: %s", view_view_name(s), view_view_meaning(s));
+}
 static void f_version(FILE *out, const struct snap *s)
 {
 	view_put_xml(out, s->ptfil_version ? s->ptfil_version : "unknown", 64);
@@ -1059,7 +1105,15 @@ static void f_start(FILE *out, const struct snap *s) { put_start(out, s->start_t
 static void f_duration(FILE *out, const struct snap *s) { put_time(out, s->duration); }
 static void f_exit(FILE *out, const struct snap *s) { put_exit(out, s->exit_status); }
 static void f_peak(FILE *out, const struct snap *s) { size_cell(out, s->peak.charged); }
-static void f_reserved(FILE *out, const struct snap *s) { size_cell(out, s->peak.reserved); }
+static void f_reserved(FILE *out, const struct snap *s)
+{
+	int known;
+	uint64_t reserved = view_peak_reserved(s, &known);
+	if (known)
+		size_cell(out, reserved);
+	else
+		fputs("not known (touch stacks reserve nothing)", out);
+}
 static void f_peak_time(FILE *out, const struct snap *s) { put_time(out, s->peak.time); }
 static void f_rss(FILE *out, const struct snap *s) { size_cell(out, s->peak.rss); }
 static void f_hwm(FILE *out, const struct snap *s) { size_cell(out, s->vmhwm); }
@@ -1101,6 +1155,7 @@ static void put_facts(FILE *out, const struct snap *a, const struct snap *b, con
 	fact(out, "Command", a, b, f_command);
 	fact(out, "Process id", a, b, f_pid);
 	fact(out, "Mode", a, b, f_mode);
+	fact(out, "View", a, b, f_view);
 	fact(out, "Started", a, b, f_start);
 	fact(out, "Duration", a, b, f_duration);
 	fact(out, "Exit status", a, b, f_exit);

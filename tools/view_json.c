@@ -2,6 +2,7 @@
 #include "tools/view.h"
 #include "common/error.h"
 #include "common/grow.h"
+#include "common/u64map.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -195,9 +196,13 @@ static void put_frame(struct json *j, const struct snap *s, uint32_t fi)
 	j_close(j, '}');
 }
 
-/* The stacks st[0..n), largest first, at most limit (0: all); tree: each with the pid of its process. */
+/*
+ * The stacks st[0..n), largest first, at most limit (0: all); tree: each with
+ * the pid of its process. index, when given, gets each listed stack's node
+ * mapped to its place in the list (the first, for a node listed twice).
+ */
 static int put_stacks(struct json *j, const struct snap *s, const char *key,
-		      const struct snap_stack *st, size_t n, size_t limit, int tree)
+		      const struct snap_stack *st, size_t n, size_t limit, int tree, struct u64map *index)
 {
 	const struct snap_stack **v = view_sort_stacks(st, n);
 	if (!v)
@@ -216,6 +221,11 @@ static int put_stacks(struct json *j, const struct snap *s, const char *key,
 			return error("out of memory");
 		}
 		snap_stack_frames(s, v[i]->node, frames, depth);
+		if (index && u64map_get(index, v[i]->node) == U64MAP_NONE && u64map_put(index, v[i]->node, (uint32_t)i) < 0) {
+			free(frames);
+			free(v);
+			return error("out of memory");
+		}
 		j_open(j, NULL, '{', 0);
 		if (tree) {
 			if (v[i]->proc < s->n_procs)
@@ -226,7 +236,7 @@ static int put_stacks(struct json *j, const struct snap *s, const char *key,
 		j_u64(j, "charged_bytes", v[i]->charged);
 		j_u64(j, "reserved_bytes", v[i]->reserved);
 		j_u64(j, "count", v[i]->count);
-		j_str(j, "kind", view_kind_name(v[i]->kind));
+		j_str(j, "kind", view_kind_key(v[i]->kind));
 		j_bool(j, "sparse", view_is_sparse(v[i]));
 		j_open(j, "frames", '[', 0);
 		for (size_t k = 0; k < depth; k++)
@@ -341,7 +351,38 @@ static int put_tree(struct json *j, const struct snap *s, size_t limit)
 	j_close(j, ']');
 	j_close(j, '}');
 	j_u64(j, "combined_peak_stacks_total", s->n_tree_stacks);
-	return put_stacks(j, s, "combined_peak_stacks", s->tree_stacks, s->n_tree_stacks, limit, 1);
+	return put_stacks(j, s, "combined_peak_stacks", s->tree_stacks, s->n_tree_stacks, limit, 1, NULL);
+}
+
+/*
+ * A touch snapshot's alloc view at the same peak, and the links between the
+ * two: each by the places of its two stacks in `stacks` and
+ * `other_view_stacks`, listed when both are (--top may leave one out).
+ */
+static int put_other(struct json *j, const struct snap *s, size_t limit, const struct u64map *main_index)
+{
+	struct u64map other_index;
+	u64map_init(&other_index);
+	j_u64(j, "other_view_stacks_total", s->n_other);
+	int rc = put_stacks(j, s, "other_view_stacks", s->other, s->n_other, limit, 0, &other_index);
+	if (rc == 0) {
+		j_u64(j, "links_total", s->n_links);
+		j_open(j, "links", '[', 0);
+		for (size_t i = 0; i < s->n_links; i++) {
+			uint32_t a = u64map_get(main_index, s->links[i].touch_node);
+			uint32_t b = u64map_get(&other_index, s->links[i].alloc_node);
+			if (a == U64MAP_NONE || b == U64MAP_NONE)
+				continue;
+			j_open(j, NULL, '{', 1);
+			j_u64(j, "bytes", s->links[i].bytes);
+			j_u64(j, "stack", a);
+			j_u64(j, "other_view_stack", b);
+			j_close(j, '}');
+		}
+		j_close(j, ']');
+	}
+	u64map_fin(&other_index);
+	return rc;
 }
 
 int view_json(FILE *out, const struct snap *s, const struct view_options *o)
@@ -353,6 +394,7 @@ int view_json(FILE *out, const struct snap *s, const struct view_options *o)
 	j_int(&j, "format_version", VIEW_JSON_FORMAT_VERSION);
 	j_int(&j, "snapshot_format_version", s->version);
 	j_str(&j, "ptfil_version", s->ptfil_version);
+	j_str(&j, "view", view_view_name(s));
 
 	j_open(&j, "process", '{', 0);
 	j_int(&j, "pid", s->pid);
@@ -374,15 +416,28 @@ int view_json(FILE *out, const struct snap *s, const struct view_options *o)
 	j_open(&j, "peak", '{', 0);
 	j_double(&j, "time_s", s->peak.time);
 	j_u64(&j, "charged_bytes", s->peak.charged);
-	j_u64(&j, "reserved_bytes", s->peak.reserved);
+	int known;
+	uint64_t reserved = view_peak_reserved(s, &known);
+	if (known)
+		j_u64(&j, "reserved_bytes", reserved);
+	else
+		j_null(&j, "reserved_bytes");
 	j_u64(&j, "rss_bytes", s->peak.rss);
 	j_close(&j, '}');
 
+	int other = s->view == SNAP_VIEW_TOUCH && (s->n_other || s->n_links);
+	struct u64map main_index;
+	u64map_init(&main_index);
 	j_u64(&j, "stacks_total", s->n_stacks);
-	if (put_stacks(&j, s, "stacks", s->stacks, s->n_stacks, limit, 0) < 0)
-		return -1;
-	j_u64(&j, "live_at_end_total", s->n_live);
-	if (put_stacks(&j, s, "live_at_end", s->live, s->n_live, limit, 0) < 0)
+	int rc = put_stacks(&j, s, "stacks", s->stacks, s->n_stacks, limit, 0, other ? &main_index : NULL);
+	if (rc == 0) {
+		j_u64(&j, "live_at_end_total", s->n_live);
+		rc = put_stacks(&j, s, "live_at_end", s->live, s->n_live, limit, 0, NULL);
+	}
+	if (rc == 0 && other)
+		rc = put_other(&j, s, limit, &main_index);
+	u64map_fin(&main_index);
+	if (rc < 0)
 		return -1;
 
 	if (s->n_procs && !o->one_process && put_tree(&j, s, limit) < 0)
@@ -410,6 +465,7 @@ static void put_run(struct json *j, const char *key, const char *name, const str
 {
 	j_open(j, key, '{', 0);
 	j_str(j, "file", name);
+	j_str(j, "view", view_view_name(s));
 	j_int(j, "pid", s->pid);
 	j_open(j, "command", '[', 1);
 	for (size_t i = 0; i < s->argc; i++)

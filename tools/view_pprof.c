@@ -477,7 +477,7 @@ static void put_samples(struct export *e, const struct snap_stack *st, size_t n,
 		pb_varint(&values, x->charged > INT64_MAX ? INT64_MAX : x->charged);
 		pb_varint(&values, x->reserved > INT64_MAX ? INT64_MAX : x->reserved);
 		pb_bytes(&sample, SAMPLE_VALUE, values.p, values.len);
-		put_label(e, &sample, "kind", view_kind_name(x->kind), 0);
+		put_label(e, &sample, "kind", view_kind_key(x->kind), 0);
 		if (tree) {
 			const struct snap_proc *p = x->proc < s->n_procs ? &s->procs[x->proc] : NULL;
 			if (p) {
@@ -621,6 +621,12 @@ int view_pprof(FILE *out, const struct snap *a, const struct snap *b, const stru
 		snprintf(comment, clen, "ptfil %s: memory %s, pid %d", version, what, s->pid);
 	uint64_t c_what = str_id(&e, keep(&e, comment));
 	uint64_t c_cmd = str_id(&e, command_line(&e, s));
+	/* The view, in the words of the text report: the sample types keep their names, which servers know. */
+	size_t vlen = strlen(view_view_meaning(s)) + 32;
+	char *vline = malloc(vlen);
+	if (vline)
+		snprintf(vline, vlen, "view %s: %s", view_view_name(s), view_view_meaning(s));
+	uint64_t c_view = str_id(&e, keep(&e, vline));
 	uint64_t space = str_id(&e, "space"), bytes = str_id(&e, "bytes");
 	uint64_t def = str_id(&e, "inuse_space");
 	if (e.oom)
@@ -638,6 +644,7 @@ int view_pprof(FILE *out, const struct snap *a, const struct snap *b, const stru
 	pb_uint(&prof, PROFILE_PERIOD, 1);
 	pb_uint(&prof, PROFILE_COMMENT, c_what);
 	pb_uint(&prof, PROFILE_COMMENT, c_cmd);
+	pb_uint(&prof, PROFILE_COMMENT, c_view);
 	pb_uint(&prof, PROFILE_DEFAULT_SAMPLE_TYPE, def);
 
 	if (e.oom || prof.oom || e.samples.oom || e.locs.oom || e.fns.oom || e.sub.oom || e.sub2.oom)

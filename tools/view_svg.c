@@ -414,6 +414,7 @@ static void put_kinds(FILE *out, unsigned kinds)
 	static const struct { unsigned bit; const char *name; } k[] = {
 		{ FLAME_KIND_MMAP, "mmap" }, { FLAME_KIND_BRK, "brk" },
 		{ FLAME_KIND_HEAP, "heap" }, { FLAME_KIND_PSEUDO, "pseudo" },
+		{ FLAME_KIND_TOUCH, "resident" },
 	};
 	const char *sep = "";
 	for (size_t i = 0; i < sizeof(k) / sizeof(k[0]); i++) {
@@ -613,17 +614,37 @@ static void put_run_line(FILE *out, const struct snap *s, const char *who)
 {
 	if (who)
 		fprintf(out, "%s: ", who);
+	int known;
+	uint64_t reserved = view_peak_reserved(s, &known);
 	fprintf(out, "pid %d, peak ", s->pid);
 	put_size(out, s->peak.charged);
-	fputs(" charged, ", out);
-	put_size(out, s->peak.reserved);
-	fputs(" reserved", out);
+	fputs(" charged", out);
+	if (known) {
+		fputs(", ", out);
+		put_size(out, reserved);
+		fputs(" reserved", out);
+	}
 	if (!who) {
 		char when[32];
 		view_format_time(when, sizeof(when), s->peak.time);
 		fprintf(out, " at %s, RSS ", when);
 		put_size(out, s->peak.rss);
 	}
+}
+
+/*
+ * Which view the graph shows, in the words of the text report: "view touch:
+ * memory charged to the code that made it resident (...)"; in a diff of two
+ * views, both.
+ */
+static void put_view_line(FILE *out, const struct snap *a, const struct snap *b)
+{
+	if (b && a->view != b->view) {
+		fprintf(out, "view differs: before %s (%s), after %s (%s); stacks compared all the same",
+			view_view_name(a), view_view_short(a), view_view_name(b), view_view_short(b));
+		return;
+	}
+	fprintf(out, "view %s: %s", view_view_name(a), view_view_meaning(a));
 }
 
 /* A followed run's subtitle: its processes, their combined peak and the sum of their own peaks. */
@@ -687,7 +708,8 @@ int view_flame_svg(FILE *out, const struct snap *a, const struct snap *b, const 
 	if (layout_build(&l, f) < 0)
 		return -1;
 
-	int top = standalone ? (b ? 96 : 80) : 4;
+	/* Standalone: the title, one subtitle line per run, the view's line, the controls. */
+	int top = standalone ? (b ? 114 : 98) : 4;
 	int graph_end = top + (int)l.rows * ROW_H;
 	int height = graph_end + 82;
 	const char *what = b ? "Memory diff" : o->set == FLAME_LIVE ? "Still live at the end" :
@@ -755,6 +777,9 @@ int view_flame_svg(FILE *out, const struct snap *a, const struct snap *b, const 
 		} else {
 			put_run_line(out, a, NULL);
 		}
+		fputs("</text>\n", out);
+		fprintf(out, "<text class=\"subtitle view\" x=\"%d\" y=\"%d\">", PAD, b ? 82 : 64);
+		put_view_line(out, a, b);
 		fputs("</text>\n", out);
 		int cy = top - 12;
 		fprintf(out, "<g class=\"controls\"><text class=\"btn off\" data-act=\"reset\" x=\"%d\" y=\"%d\">"

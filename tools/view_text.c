@@ -35,8 +35,89 @@ const char *view_kind_name(char kind)
 	case SNAP_KIND_BRK: return "brk";
 	case SNAP_KIND_HEAP: return "heap";
 	case SNAP_KIND_PSEUDO: return "pseudo";
+	case SNAP_KIND_TOUCH: return "resident";
 	default: return "unknown";
 	}
+}
+
+const char *view_kind_key(char kind)
+{
+	return kind == SNAP_KIND_TOUCH ? "touch" : view_kind_name(kind);
+}
+
+const char *view_view_name(const struct snap *s)
+{
+	return s->view == SNAP_VIEW_TOUCH ? "touch" : "alloc";
+}
+
+const char *view_view_meaning(const struct snap *s)
+{
+	return s->view == SNAP_VIEW_TOUCH ? "memory charged to the code that made it resident (its first write to each page)"
+					  : "memory charged to the code that allocated it";
+}
+
+const char *view_view_short(const struct snap *s)
+{
+	return s->view == SNAP_VIEW_TOUCH ? "charged to the code that made it resident" : "charged to the code that allocated it";
+}
+
+static uint64_t sat_add(uint64_t a, uint64_t b)
+{
+	return a + b < a ? UINT64_MAX : a + b;
+}
+
+const struct snap_stack *view_reserving_stacks(const struct snap *s, size_t *n, int *known)
+{
+	if (s->view != SNAP_VIEW_TOUCH) {
+		*n = s->n_stacks;
+		*known = 1;
+		return s->stacks;
+	}
+	*n = s->n_other;
+	*known = s->n_other != 0;
+	return s->other;
+}
+
+uint64_t view_peak_reserved(const struct snap *s, int *known)
+{
+	uint64_t sum = 0;
+	*known = 1;
+	if (s->view != SNAP_VIEW_TOUCH)
+		return s->peak.reserved;
+	for (size_t i = 0; i < s->n_other; i++)
+		sum = sat_add(sum, s->other[i].reserved);
+	*known = s->n_other != 0;
+	return sum;
+}
+
+/* Whether a module is the C library, the dynamic linker, the C++ runtime or a malloc library, by its file name. */
+static int runtime_module(const char *path)
+{
+	static const char *const prefixes[] = {
+		"libc.so", "libc-", "ld-linux", "ld-", "libpthread", "libstdc++", "libjemalloc", "libtcmalloc",
+		"libmimalloc",
+	};
+	const char *base = view_basename(path ? path : "");
+	for (size_t i = 0; i < sizeof(prefixes) / sizeof(prefixes[0]); i++)
+		if (strncmp(base, prefixes[i], strlen(prefixes[i])) == 0)
+			return 1;
+	return 0;
+}
+
+size_t view_telling_frame(const struct snap *s, const uint32_t *frames, size_t n)
+{
+	size_t py = view_python_frame(s, frames, 0, n);
+	if (py < n)
+		return py;
+	for (size_t k = 0; k < n; k++) {
+		const struct snap_frame *f = &s->frames[frames[k]];
+		if (f->module >= 0 && (size_t)f->module < s->n_modules && runtime_module(s->modules[f->module].path))
+			continue;
+		if (f->module < 0 && f->function && f->function[0] == '[')
+			continue;
+		return k;
+	}
+	return 0;
 }
 
 int view_mappings_only(const struct snap *s)
@@ -99,6 +180,8 @@ size_t *view_debug_missing(const struct snap *s, size_t *n)
 	weigh_modules(s, s->live, s->n_live, weight, seen);
 	memset(seen, 0, nm * sizeof(*seen));
 	weigh_modules(s, s->tree_stacks, s->n_tree_stacks, weight, seen);
+	memset(seen, 0, nm * sizeof(*seen));
+	weigh_modules(s, s->other, s->n_other, weight, seen);
 	for (size_t i = 0; i < s->n_modules; i++) {
 		const struct snap_module *m = &s->modules[i];
 		if (weight[i] && m->symbols && (view_module_unnamed(m) || !m->lines))
@@ -464,27 +547,44 @@ static void put_header(FILE *out, const struct snap *s)
 		fputs("had not exited", out);
 	else
 		fprintf(out, "exit status %d", s->exit_status);
+	fprintf(out, "\nview     %s: %s", view_view_name(s), view_view_meaning(s));
+	if (s->view == SNAP_VIEW_TOUCH && (s->n_other || s->n_links))
+		fputs(", with the alloc view", out);
 	fputc('\n', out);
 }
 
 static void put_peak(FILE *out, const struct snap *s)
 {
 	char charged[32], reserved[32], rss[32], hwm[32], when[32];
+	int known;
+	uint64_t res = view_peak_reserved(s, &known);
 	view_format_size(charged, sizeof(charged), s->peak.charged);
-	view_format_size(reserved, sizeof(reserved), s->peak.reserved);
+	view_format_size(reserved, sizeof(reserved), res);
 	view_format_size(rss, sizeof(rss), s->peak.rss);
 	view_format_size(hwm, sizeof(hwm), s->vmhwm);
 	view_format_time(when, sizeof(when), s->peak.time);
-	fprintf(out, "peak     %s charged at %s, %s reserved\n", charged, when, reserved);
+	/* A touch stack reserves nothing: what was reserved is the alloc view's, when the snapshot has it. */
+	if (!known)
+		fprintf(out, "peak     %s charged at %s\n", charged, when);
+	else if (s->view == SNAP_VIEW_TOUCH)
+		fprintf(out, "peak     %s charged at %s, %s reserved (alloc view)\n", charged, when, reserved);
+	else
+		fprintf(out, "peak     %s charged at %s, %s reserved\n", charged, when, reserved);
 	fprintf(out, "RSS      %s at the peak, VmHWM %s\n", rss, hwm);
 }
 
 static void put_sparse_summary(FILE *out, const struct snap *s)
 {
 	uint64_t reserved = 0, charged = 0;
-	size_t n = 0;
-	for (size_t i = 0; i < s->n_stacks; i++) {
-		const struct snap_stack *st = &s->stacks[i];
+	size_t n = 0, n_st;
+	int known;
+	const struct snap_stack *stacks = view_reserving_stacks(s, &n_st, &known);
+	if (!known) {
+		fputs("sparse   not known: touch stacks reserve nothing, and this snapshot has no alloc view beside them\n", out);
+		return;
+	}
+	for (size_t i = 0; i < n_st; i++) {
+		const struct snap_stack *st = &stacks[i];
 		if (!view_is_sparse(st))
 			continue;
 		n++;
@@ -500,8 +600,8 @@ static void put_sparse_summary(FILE *out, const struct snap *s)
 	view_format_size(unused, sizeof(unused), reserved - (charged < reserved ? charged : reserved));
 	view_format_size(res, sizeof(res), reserved);
 	view_format_size(chg, sizeof(chg), charged);
-	fprintf(out, "sparse   %s reserved but not resident, in %zu stack%s (reserved %s, resident %s)\n",
-		unused, n, n == 1 ? "" : "s", res, chg);
+	fprintf(out, "sparse   %s reserved but not resident, in %zu stack%s%s (reserved %s, resident %s)\n",
+		unused, n, n == 1 ? "" : "s", s->view == SNAP_VIEW_TOUCH ? " of the alloc view" : "", res, chg);
 }
 
 static size_t choose_depth(const struct view_options *o, size_t shown)
@@ -591,6 +691,123 @@ static void put_stack_frames(FILE *out, const struct snap *s, const uint32_t *fr
 		fprintf(out, "      ... %zu more\n", total - at);
 }
 
+/* ---- links between the two views ---------------------------------------------- */
+
+/*
+ * The links of a touch snapshot from one side: indexes in s->links sorted by
+ * the node of that side (alloc: the other view's stacks, "made resident by";
+ * else the touch stacks, "reserved by"), then in the order of s->links,
+ * largest first.
+ */
+struct link_index {
+	const struct snap *s;
+	uint32_t *v;
+	size_t n;
+	int alloc;
+};
+
+static const struct link_index *sort_links;
+
+static uint32_t link_node(const struct link_index *x, uint32_t i)
+{
+	return x->alloc ? x->s->links[i].alloc_node : x->s->links[i].touch_node;
+}
+
+static int cmp_link_index(const void *pa, const void *pb)
+{
+	uint32_t a = *(const uint32_t *)pa, b = *(const uint32_t *)pb;
+	uint32_t na = link_node(sort_links, a), nb = link_node(sort_links, b);
+	if (na != nb)
+		return na < nb ? -1 : 1;
+	return (a > b) - (a < b);
+}
+
+static int link_index_build(struct link_index *x, const struct snap *s, int alloc)
+{
+	x->s = s;
+	x->alloc = alloc;
+	x->n = s->n_links;
+	x->v = malloc((x->n ? x->n : 1) * sizeof(*x->v));
+	if (!x->v)
+		return error("out of memory");
+	for (size_t i = 0; i < x->n; i++)
+		x->v[i] = (uint32_t)i;
+	sort_links = x;
+	qsort(x->v, x->n, sizeof(*x->v), cmp_link_index);
+	sort_links = NULL;
+	return 0;
+}
+
+/* One frame in a line of its own words: "fill_rows (/src/table.c:16)", "libfoo.so + 0x12", "make (demo.py:3)". */
+static void put_brief_frame(FILE *out, const struct snap *s, uint32_t fi)
+{
+	const struct snap_frame *f = &s->frames[fi];
+	const struct snap_module *m = f->module >= 0 && (size_t)f->module < s->n_modules ? &s->modules[f->module] : NULL;
+	if (f->kind == SNAP_FRAME_PYTHON) {
+		view_put_safe(out, f->function && *f->function ? f->function : "?", MAX_SHOWN);
+	} else if (f->function && *f->function) {
+		view_put_safe(out, f->function, MAX_SHOWN);
+	} else if (m) {
+		view_put_safe(out, view_basename(m->path), MAX_SHOWN);
+		fprintf(out, " + 0x%llx", (unsigned long long)f->offset);
+		return;
+	} else {
+		fprintf(out, "0x%llx", (unsigned long long)f->offset);
+		return;
+	}
+	if (f->file && *f->file) {
+		fputs(" (", out);
+		view_put_safe(out, f->file, MAX_SHOWN);
+		if (f->line)
+			fprintf(out, ":%u", (unsigned)f->line);
+		fputc(')', out);
+	} else if (f->kind == SNAP_FRAME_PYTHON) {
+		fputs(" (?)", out);
+	} else if (m) {
+		fputs(" (", out);
+		view_put_safe(out, view_basename(m->path), MAX_SHOWN);
+		fputc(')', out);
+	}
+}
+
+/* Links shown under one stack: the largest. */
+#define LINKS_SHOWN 2
+
+/*
+ * Under a stack of one side, its largest links: the stack of the other side
+ * each names, by its telling frame, and the bytes. frames and cap are the
+ * caller's buffer. Returns 0, or -1 after error() when out of memory.
+ */
+static int put_links(FILE *out, const struct link_index *x, uint32_t node, uint32_t **frames, size_t *cap)
+{
+	const struct snap *s = x->s;
+	size_t lo = 0, hi = x->n, shown = 0;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (link_node(x, x->v[mid]) < node)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	for (size_t k = lo; k < x->n && shown < LINKS_SHOWN && link_node(x, x->v[k]) == node; k++, shown++) {
+		const struct snap_link *ln = &s->links[x->v[k]];
+		uint32_t other = x->alloc ? ln->touch_node : ln->alloc_node;
+		size_t depth = snap_stack_frames(s, other, NULL, 0);
+		if (grow_array(frames, cap, depth, sizeof(**frames), depth))
+			return error("out of memory");
+		snap_stack_frames(s, other, *frames, depth);
+		char size[32];
+		view_format_size(size, sizeof(size), ln->bytes);
+		fputs(x->alloc ? "      made resident by: " : "      reserved by: ", out);
+		if (depth)
+			put_brief_frame(out, s, (*frames)[view_telling_frame(s, *frames, depth)]);
+		else
+			fputs("(no call stack)", out);
+		fprintf(out, " %s\n", size);
+	}
+	return 0;
+}
+
 /* A process as the outermost frame of its stacks at the combined peak: "[pid 1234: cc1 -quiet big.c]". */
 static void put_process_frame(FILE *out, const struct snap *s, uint32_t proc)
 {
@@ -610,10 +827,12 @@ static void put_process_frame(FILE *out, const struct snap *s, uint32_t proc)
 /*
  * Lists the largest of n stacks: `what` names the set ("at the peak"), whole
  * is the total for shares; tree: the stacks of the combined peak, each ending
- * in its process.
+ * in its process; links: the links of these stacks' side to show under
+ * each, or NULL.
  */
 static int put_stacks(FILE *out, const struct snap *s, const struct view_options *o,
-		      const struct snap_stack *stacks, size_t n, const char *what, uint64_t whole, int tree)
+		      const struct snap_stack *stacks, size_t n, const char *what, uint64_t whole, int tree,
+		      const struct link_index *links)
 {
 	const struct snap_stack **v = view_sort_stacks(stacks, n);
 	if (!v)
@@ -636,10 +855,20 @@ static int put_stacks(FILE *out, const struct snap *s, const struct view_options
 		view_format_size(charged, sizeof(charged), st->charged);
 		view_format_size(reserved, sizeof(reserved), st->reserved);
 		fmt_share(share, sizeof(share), st->charged, whole);
-		fprintf(out, "#%-2zu %10s %6s  reserved %s  %s, %llu live\n", i + 1, charged, share,
-			reserved, view_kind_name(st->kind), (unsigned long long)st->count);
+		/* A touch stack reserves nothing of its own, and counts pages. */
+		if (st->kind == SNAP_KIND_TOUCH)
+			fprintf(out, "#%-2zu %10s %6s  %s, %llu page%s\n", i + 1, charged, share, view_kind_name(st->kind),
+				(unsigned long long)st->count, st->count == 1 ? "" : "s");
+		else
+			fprintf(out, "#%-2zu %10s %6s  reserved %s  %s, %llu live\n", i + 1, charged, share,
+				reserved, view_kind_name(st->kind), (unsigned long long)st->count);
 		if (view_is_sparse(st))
 			fprintf(out, "      sparse: reserved %s, resident %s\n", reserved, charged);
+		if (links && put_links(out, links, st->node, &frames, &cap) < 0) {
+			free(frames);
+			free(v);
+			return -1;
+		}
 		size_t total = snap_stack_frames(s, st->node, NULL, 0);
 		/* Exactly total (a minimum of total leaves nothing to double). */
 		if (grow_array(&frames, &cap, total, sizeof(*frames), total)) {
@@ -744,8 +973,10 @@ static int put_live(FILE *out, const struct snap *s, const struct view_options *
 	view_format_size(a, sizeof(a), charged);
 	view_format_size(b, sizeof(b), reserved);
 	const char *when = s->exit_status >= 0 ? "at exit" : "when written";
-	fprintf(out, "\nstill live %s: %s charged, %s reserved, in %zu stack%s%s\n", when, a, b,
-		s->n_live, s->n_live == 1 ? "" : "s",
+	/* Touch stacks reserve nothing of their own. */
+	fprintf(out, "\nstill live %s: %s charged%s%s%s, in %zu stack%s%s\n", when, a,
+		s->view == SNAP_VIEW_TOUCH ? "" : ", ", s->view == SNAP_VIEW_TOUCH ? "" : b,
+		s->view == SNAP_VIEW_TOUCH ? "" : " reserved", s->n_live, s->n_live == 1 ? "" : "s",
 		s->exit_status >= 0 && s->n_live ? " (leak candidates)" : "");
 	if (s->n_live == 0)
 		return 0;
@@ -753,7 +984,28 @@ static int put_live(FILE *out, const struct snap *s, const struct view_options *
 	struct view_options lo = *o;
 	if (!o->top_set)
 		lo.top = VIEW_DEFAULT_LIVE_TOP;
-	return put_stacks(out, s, &lo, s->live, s->n_live, s->exit_status >= 0 ? "live at exit" : "live when written", charged, 0);
+	return put_stacks(out, s, &lo, s->live, s->n_live, s->exit_status >= 0 ? "live at exit" : "live when written", charged, 0,
+			  NULL);
+}
+
+/*
+ * A touch snapshot's other view: the alloc view's stacks at the same peak,
+ * each with what made its memory resident. A shorter list than at the peak
+ * unless --top says otherwise, as for what was live at the end.
+ */
+static int put_other(FILE *out, const struct snap *s, const struct view_options *o, const struct link_index *links)
+{
+	if (s->view != SNAP_VIEW_TOUCH || (!s->n_other && !s->n_links))
+		return 0;
+	uint64_t charged = 0;
+	for (size_t i = 0; i < s->n_other; i++)
+		charged = sat_add(charged, s->other[i].charged);
+	struct view_options lo = *o;
+	if (!o->top_set)
+		lo.top = VIEW_DEFAULT_LIVE_TOP;
+	return put_stacks(out, s, &lo, s->other, s->n_other,
+			  "in the alloc view at the same peak (memory charged to the code that allocated it)", charged, 0,
+			  links);
 }
 
 /* The modules of v[0..n) whose symbols are `want`, "a (pkg), b" (at most 4, then "and N more"); how many. */
@@ -931,7 +1183,7 @@ static int put_tree(FILE *out, const struct snap *s, const struct view_options *
 	view_format_time(when, sizeof(when), s->tree_time);
 	view_format_size(sums, sizeof(sums), sum);
 	fprintf(out, "combined peak %s at %s (sum of the processes' own peaks %s)\n", peak, when, sums);
-	if (put_stacks(out, s, o, s->tree_stacks, s->n_tree_stacks, "at the combined peak", s->tree_charged, 1) < 0)
+	if (put_stacks(out, s, o, s->tree_stacks, s->n_tree_stacks, "at the combined peak", s->tree_charged, 1, NULL) < 0)
 		return -1;
 	fprintf(out, "\nthe main process alone (pid %d; ptfil-view --pid PID shows any one):\n", s->pid);
 	return 0;
@@ -965,8 +1217,17 @@ int view_text(FILE *out, const struct snap *s, const struct view_options *o)
 	put_timeline(out, s);
 	if (put_debug_missing(out, s) < 0)
 		return -1;
-	if (put_stacks(out, s, o, s->stacks, s->n_stacks, "at the peak", s->peak.charged, 0) < 0 ||
-	    put_functions(out, s, o) < 0)
-		return -1;
-	return put_live(out, s, o);
+	struct link_index by_touch = { 0 }, by_alloc = { 0 };
+	int linked = s->view == SNAP_VIEW_TOUCH && s->n_links;
+	int rc = -1;
+	if (linked && (link_index_build(&by_touch, s, 0) < 0 || link_index_build(&by_alloc, s, 1) < 0))
+		goto out;
+	if (put_stacks(out, s, o, s->stacks, s->n_stacks, "at the peak", s->peak.charged, 0, linked ? &by_touch : NULL) < 0 ||
+	    put_functions(out, s, o) < 0 || put_other(out, s, o, linked ? &by_alloc : NULL) < 0)
+		goto out;
+	rc = put_live(out, s, o);
+out:
+	free(by_touch.v);
+	free(by_alloc.v);
+	return rc;
 }

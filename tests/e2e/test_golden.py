@@ -11,7 +11,11 @@ source lines and inlined calls (srclines_after.snap is it rebuilt, lines
 moved and a call no longer inlined, for the diff), and one written for these
 tests in format 4 with a process tree (tree.snap: `gcc -c` of two files
 followed with --follow-forks, its combined peak and every process's stacks
-then; tree.101.snap is the snapshot of one of its children, for --pid). The
+then; tree.101.snap is the snapshot of one of its children, for --pid), and
+one written for these tests in format 5 in the touch view (touch.snap: each
+resident page charged to the stack that made it resident, with the alloc
+view of the same moment beside it, a sparse 128 MiB mapping with 1 MiB
+resident and a heap block, and the links between the two views). The
 format-1 fixtures stay
 format 1: old files must still read. Each
 output mode of ptfil-view is compared with the expected file beside them with
@@ -34,7 +38,7 @@ import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ptfiltest import SRCDIR, VIEW, unittest_main, view  # noqa: E402
+from ptfiltest import MiB, SRCDIR, VIEW, unittest_main, view  # noqa: E402
 
 GOLDEN = os.path.join(SRCDIR, "tests", "golden")
 EXPECTED = os.path.join(GOLDEN, "expected")
@@ -42,7 +46,7 @@ UPDATE = os.environ.get("PTFIL_UPDATE_GOLDEN") == "1"
 TIMEOUT = 60
 
 FIXTURES = ["seed.snap.gz", "heap_chain.snap", "heap_realloc.snap", "cxx.snap", "hostile.snap", "python.snap",
-            "srclines.snap", "tree.snap"]
+            "srclines.snap", "tree.snap", "touch.snap"]
 VIEWS = {
     "txt": [],
     "top3.txt": ["--top", "3", "--depth", "4"],
@@ -56,6 +60,7 @@ DIFFS = {
     "tree-vs-self": ("tree.snap", "tree.snap"),
     "python-vs-after": ("python.snap", "python_after.snap"),
     "srclines-vs-after": ("srclines.snap", "srclines_after.snap"),
+    "chain-vs-touch": ("heap_chain.snap", "touch.snap"),  # two views: said, and compared all the same
 }
 DIFF_VIEWS = {"txt": [], "json": ["--json"], "folded": ["--folded"]}
 
@@ -94,7 +99,7 @@ def read_snapshot(path):
     if data[:2] == b"\x1f\x8b":
         data = gzip.decompress(data)
     snap = {"strings": [], "modules": [], "frames": [], "nodes": [(0, None)], "k": [], "l": [], "j": [], "P": [],
-            "r": None}
+            "r": None, "view": "alloc", "K": [], "X": []}
     for line in data.split(b"\n")[1:]:
         if not line or line.startswith(b"#"):
             continue
@@ -120,8 +125,14 @@ def read_snapshot(path):
             snap["frames"].append((None, int(f[0]), fn, snap["strings"][int(f[2])]))
         elif tag == b"n":
             snap["nodes"].append((int(f[0]), int(f[1])))
-        elif tag in (b"k", b"l"):
+        elif tag in (b"k", b"l", b"K"):
             snap[tag.decode()].append((int(f[0]), f[1].decode(), int(f[2]), int(f[3]), int(f[4])))
+        elif tag == b"v":
+            # The view (format 5): alloc without it.
+            snap["view"] = snap["strings"][int(f[0])].decode()
+        elif tag == b"X":
+            # A link between the views: touch node, alloc node, bytes.
+            snap["X"].append((int(f[0]), int(f[1]), int(f[2])))
         elif tag == b"P":
             # A process of the tree (format 4): pid, ppid, profiled, peak, peak time, at the combined peak,
             # VmHWM, start, end, command, file.
@@ -532,6 +543,116 @@ class GoldenTest(unittest.TestCase):
         self.assertNotIn("tree", json.loads(view("--json", "--pid", "100", path).stdout))
         self.assertEqual(parse_folded(view("--folded", "--pid", "100", path).stdout.decode()),
                          folded_expected(snap, "k"))
+
+    def test_touch_view(self):
+        """touch.snap: the view said everywhere, touch stacks as resident, the sparse line from the alloc view
+        beside them, and each stack's links to the other view."""
+        path = os.path.join(GOLDEN, "touch.snap")
+        snap = read_snapshot(path)
+        self.assertEqual(snap["view"], "touch")
+        out = view(path).stdout.decode()
+        self.assertIn("\nview     touch: memory charged to the code that made it resident (its first write to each "
+                      "page), with the alloc view\n", out)
+        # The peak's reservations and the sparse line are the alloc view's: touch stacks reserve nothing.
+        self.assertEqual(sum(k[3] for k in snap["K"]), 136 * MiB + 132 * 1024)
+        self.assertIn("\npeak     9.1 MiB charged at 500.0 ms, 136.1 MiB reserved (alloc view)\n", out)
+        self.assertIn("\nsparse   127.0 MiB reserved but not resident, in 1 stack of the alloc view "
+                      "(reserved 128.0 MiB, resident 1.0 MiB)\n", out)
+        # A touch stack reads as resident, its count in pages; under it, the alloc stacks its pages lie in.
+        self.assertIn("#1     6.0 MiB  65.7%  resident, 1536 pages\n"
+                      "      reserved by: load_table (/home/u/src/touchdemo.c:30) 6.0 MiB\n"
+                      "    \u2192 __memset_avx2_unaligned_erms (", out)
+        self.assertIn("#3     1.0 MiB  11.0%  resident, 256 pages\n"
+                      "      reserved by: map_arena (/home/u/src/touchdemo.c:20) 1.0 MiB\n", out)
+        # The alloc view at the same peak, each stack with what made it resident (at most two links each).
+        self.assertIn("3 stacks in the alloc view at the same peak", out)
+        self.assertIn("#1     8.0 MiB  87.6%  reserved 8.0 MiB  heap, 1 live\n"
+                      "      made resident by: load_table (/home/u/src/touchdemo.c:32) 6.0 MiB\n"
+                      "      made resident by: parse_rows (/home/u/src/touchdemo.c:35) 2.0 MiB\n"
+                      "    \u2192 malloc (", out)
+        self.assertIn("#2     1.0 MiB  11.0%  reserved 128.0 MiB  mmap, 1 live\n"
+                      "      sparse: reserved 128.0 MiB, resident 1.0 MiB\n"
+                      "      made resident by: fill_arena (/home/u/src/touchdemo.c:25) 1.0 MiB\n", out)
+        self.assertNotIn("heap,", out.split("in the alloc view")[0])
+        # Each link of the file once from each side (every stack is listed), none under what was live at the end.
+        self.assertEqual(out.count("      reserved by: "), len(snap["X"]))
+        self.assertEqual(out.count("      made resident by: "), len(snap["X"]))
+        self.assertNotIn(" by: ", out.split("live at exit")[-1])
+
+        # JSON: the view, touch stacks, the other view's stacks and the links by their places in the lists.
+        doc = json.loads(view("--json", path).stdout)
+        self.assertEqual(doc["view"], "touch")
+        self.assertEqual([s["kind"] for s in doc["stacks"]], ["touch", "touch", "touch", "pseudo"])
+        self.assertEqual(doc["other_view_stacks_total"], len(snap["K"]))
+        self.assertEqual(sorted((s["kind"], s["charged_bytes"], s["reserved_bytes"]) for s in doc["other_view_stacks"]),
+                         sorted(({"m": "mmap", "h": "heap", "p": "pseudo"}[k[1]], k[2], k[3]) for k in snap["K"]))
+        self.assertEqual([s["sparse"] for s in doc["other_view_stacks"]], [False, True, False])
+        self.assertEqual(doc["peak"]["reserved_bytes"], sum(k[3] for k in snap["K"]))
+        self.assertEqual(doc["links_total"], len(snap["X"]))
+
+        def names(st):
+            return [fr["function"] for fr in reversed(st["frames"])] or ["[no stack]"]
+        got = {(tuple(names(doc["stacks"][x["stack"]])), tuple(names(doc["other_view_stacks"][x["other_view_stack"]])),
+                x["bytes"]) for x in doc["links"]}
+        want = {(tuple(stack_labels(snap, a)), tuple(stack_labels(snap, b)), n) for a, b, n in snap["X"]}
+        self.assertEqual(got, want)
+        self.assertEqual([x["bytes"] for x in doc["links"]], sorted((x[2] for x in snap["X"]), reverse=True))
+        # --top 1: only the links whose two stacks are listed.
+        top = json.loads(view("--json", "--top", "1", path).stdout)
+        self.assertEqual([(x["stack"], x["other_view_stack"], x["bytes"]) for x in top["links"]], [(0, 0, 6 * MiB)])
+        self.assertEqual(top["links_total"], 4)
+
+        # The flame graph and the page say the view; folded stacks stay as flamegraph.pl reads them.
+        svg = view("--svg", path).stdout.decode()
+        self.assertTrue('<text class="subtitle view" x="10" y="64">view touch: memory charged to the code that made it '
+                        'resident (its first write to each page)</text>' in svg)
+        self.assertTrue("\nkind resident</title>" in svg)
+        html = view("--html", path).stdout.decode()
+        self.assertTrue('<p class="sub view">view touch: memory charged to the code that made it resident (its first '
+                        'write to each page), with the alloc view</p>' in html)
+        self.assertTrue('<span class="kind k-resident">resident</span>' in html)
+        self.assertTrue("Reserved at the peak (alloc view)" in html)
+        self.assertTrue("in 1 sparse stack of the alloc view" in html)
+        for line in view("--folded", path).stdout.decode().splitlines():
+            self.assertRegex(line, r"^[^ ].* [0-9]+$")
+        # Every view says the alloc view of an old file too.
+        for fixture in ("heap_chain.snap", "tree.snap"):
+            old = os.path.join(GOLDEN, fixture)
+            self.assertIn("\nview     alloc: memory charged to the code that allocated it\n", view(old).stdout.decode())
+            self.assertEqual(json.loads(view("--json", old).stdout)["view"], "alloc")
+            self.assertTrue('view alloc: memory charged to the code that allocated it</text>' in
+                            view("--svg", old).stdout.decode())
+
+        # A diff across the two views says so in one line, and compares all the same.
+        chain = os.path.join(GOLDEN, "heap_chain.snap")
+        out = view("--diff", chain, path).stdout.decode()
+        self.assertIn("\nview     differs: before alloc (charged to the code that allocated it), after touch (charged to "
+                      "the code that made it resident); stacks compared all the same\n", out)
+        self.assertIn("4 stacks grew, 5 shrank", out)
+        ddoc = json.loads(view("--diff", "--json", chain, path).stdout)
+        self.assertEqual((ddoc["before"]["view"], ddoc["after"]["view"]), ("alloc", "touch"))
+        self.assertIn("view     touch: ", view("--diff", path, path).stdout.decode())
+
+        # The touch view alone (no alloc view beside it): nothing tells what was reserved.
+        with open(path, "rb") as f:
+            lines = [l for l in f.read().split(b"\n") if not l.startswith((b"K ", b"X "))]
+        d = tempfile.mkdtemp(prefix="test_golden.")
+        self.addCleanup(shutil.rmtree, d)
+        alone = os.path.join(d, "alone.snap")
+        with open(alone, "wb") as f:
+            f.write(b"\n".join(lines))
+        out = view(alone).stdout.decode()
+        self.assertIn("\nview     touch: memory charged to the code that made it resident (its first write to each "
+                      "page)\n", out)
+        self.assertIn("\npeak     9.1 MiB charged at 500.0 ms\n", out)
+        self.assertIn("\nsparse   not known: touch stacks reserve nothing, and this snapshot has no alloc view beside "
+                      "them\n", out)
+        self.assertNotIn("reserved by", out)
+        self.assertNotIn("alloc view at the same peak", out)
+        doc = json.loads(view("--json", alone).stdout)
+        self.assertIsNone(doc["peak"]["reserved_bytes"])
+        self.assertNotIn("other_view_stacks", doc)
+        self.assertNotIn("links", doc)
 
     def test_diff_of_itself_is_empty(self):
         for fixture in FIXTURES:

@@ -312,6 +312,24 @@ def test_tree_and_pid():
         assert f.read() == g.read(), "--diff --pprof is not the after side's profile"
 
 
+def test_touch_view():
+    """A touch snapshot: the same sample types (servers know them), the view in a comment, kind touch."""
+    gold = os.path.join(GOLDEN, "touch.snap")
+    doc = view_json(gold)
+    assert doc["view"] == "touch"
+    prof = export(gold)
+    check_totals(prof, doc["stacks"])
+    check_top_stack(prof, doc["stacks"])
+    top = pprof("-top", prof)
+    assert "Type: inuse_space" in top, top
+    assert "view touch: memory charged to the code that made it resident (its first write to each page)" in top, top
+    kinds = {labels.get("kind", "").strip("[]") for _, labels, _ in traces(prof)}
+    assert kinds == {"touch", "pseudo"}, kinds
+    # An alloc snapshot says its view the same way.
+    aprof = export(os.path.join(GOLDEN, "heap_chain.snap"))
+    assert "view alloc: memory charged to the code that allocated it" in pprof("-top", aprof)
+
+
 def test_hostile_refused():
     files = [os.path.join(REGRESS, n) for n in sorted(os.listdir(REGRESS))]
     assert files
@@ -340,7 +358,7 @@ def test_hostile_refused():
 
 
 TESTS = [test_seed, test_deterministic_and_stdout, test_inlined, test_python_numpy, test_python_golden,
-         test_tree_and_pid, test_hostile_refused]
+         test_tree_and_pid, test_touch_view, test_hostile_refused]
 
 if __name__ == "__main__":
     if not GO:

@@ -5,6 +5,7 @@
 
 #include "tests/unit/suites.h"
 #include "tools/flame.h"
+#include "tools/view.h"
 #include "common/snap.h"
 
 /*
@@ -704,6 +705,81 @@ START_TEST(test_tree_diff)
 }
 END_TEST
 
+START_TEST(test_touch_view)
+{
+	/* Touch stacks merge as any others do, and say their kind; a diff across two views still matches stacks. */
+	struct snap a, s;
+	struct flame f;
+	make_snap(&a);
+	make_snap(&s);
+	s.view = SNAP_VIEW_TOUCH;
+	for (size_t i = 0; i < s.n_stacks; i++)
+		s.stacks[i].kind = SNAP_KIND_TOUCH;
+	ck_assert_int_eq(flame_build(&f, &s, NULL, FLAME_PEAK), 0);
+	const char *walk[] = { "main", "walk", NULL };
+	uint32_t w = find(&f, walk);
+	ck_assert_uint_eq(f.nodes[w].kinds, FLAME_KIND_TOUCH);
+	ck_assert_uint_eq(f.nodes[w].charged[0], 1005 + 100 + 300);
+	flame_fin(&f);
+	ck_assert_int_eq(flame_build(&f, &a, &s, FLAME_PEAK), 0);
+	w = find(&f, walk);
+	ck_assert_uint_eq(f.nodes[w].kinds, FLAME_KIND_TOUCH | FLAME_KIND_HEAP | FLAME_KIND_MMAP);
+	ck_assert_uint_eq(f.nodes[w].charged[0], f.nodes[w].charged[1]);
+	flame_fin(&f);
+	ck_assert_str_eq(view_kind_name(SNAP_KIND_TOUCH), "resident");
+	ck_assert_str_eq(view_kind_key(SNAP_KIND_TOUCH), "touch");
+	ck_assert_str_eq(view_kind_key(SNAP_KIND_MMAP), "mmap");
+	ck_assert_str_eq(view_view_name(&s), "touch");
+	ck_assert_str_eq(view_view_name(&a), "alloc");
+
+	/* Without the alloc view beside it, a touch snapshot does not know what was reserved. */
+	size_t n;
+	int known;
+	ck_assert_ptr_eq(view_reserving_stacks(&a, &n, &known), a.stacks);
+	ck_assert(known && n == a.n_stacks);
+	view_reserving_stacks(&s, &n, &known);
+	ck_assert(!known && n == 0);
+	view_peak_reserved(&s, &known);
+	ck_assert(!known);
+	s.n_other = 2;
+	s.other = calloc(2, sizeof(*s.other));
+	s.other[0] = (struct snap_stack){ 6, SNAP_KIND_MMAP, 4096, 128u << 20, 1, 0 };
+	s.other[1] = (struct snap_stack){ 4, SNAP_KIND_HEAP, 300, 300, 3, 0 };
+	ck_assert_ptr_eq(view_reserving_stacks(&s, &n, &known), s.other);
+	ck_assert(known && n == 2);
+	ck_assert_uint_eq(view_peak_reserved(&s, &known), (128u << 20) + 300);
+	snap_fin(&a);
+	snap_fin(&s);
+}
+END_TEST
+
+START_TEST(test_telling_frame)
+{
+	/* The frame a one-line link names: past the C library and the allocator, else a Python frame, else the first. */
+	struct snap s;
+	snap_init(&s);
+	s.n_modules = 3;
+	s.modules = calloc(3, sizeof(*s.modules));
+	s.modules[0].path = strdup("/usr/lib/x86_64-linux-gnu/libc.so.6");
+	s.modules[1].path = strdup("/usr/lib/x86_64-linux-gnu/libstdc++.so.6.0.30");
+	s.modules[2].path = strdup("/home/u/app");
+	s.n_frames = 5;
+	s.frames = calloc(5, sizeof(*s.frames));
+	s.frames[0] = (struct snap_frame){ .module = 0, .function = strdup("malloc") };
+	s.frames[1] = (struct snap_frame){ .module = 1, .function = strdup("operator new(unsigned long)") };
+	s.frames[2] = (struct snap_frame){ .module = 2, .function = strdup("make_table") };
+	s.frames[3] = (struct snap_frame){ .module = -1, .function = strdup("[new thread]") };
+	s.frames[4] = (struct snap_frame){ .module = -1, .kind = SNAP_FRAME_PYTHON, .function = strdup("load"),
+					    .file = strdup("demo.py"), .line = 3 };
+	uint32_t native[] = { 0, 1, 2 }, runtime[] = { 0, 1, 3 }, python[] = { 0, 2, 4 };
+	ck_assert_uint_eq(view_telling_frame(&s, native, 3), 2);
+	ck_assert_uint_eq(view_telling_frame(&s, runtime, 3), 0);
+	ck_assert_uint_eq(view_telling_frame(&s, python, 3), 2);
+	ck_assert_uint_eq(view_telling_frame(&s, native, 0), 0);
+	snap_fin(&s);
+}
+END_TEST
+
 Suite *flame_suite(void)
 {
 	Suite *s = suite_create("flame");
@@ -720,6 +796,8 @@ Suite *flame_suite(void)
 	tcase_add_test(tc, test_tree_one_root_per_command);
 	tcase_add_test(tc, test_tree_process_labels);
 	tcase_add_test(tc, test_tree_diff);
+	tcase_add_test(tc, test_touch_view);
+	tcase_add_test(tc, test_telling_frame);
 	suite_add_tcase(s, tc);
 	return s;
 }
