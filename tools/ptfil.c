@@ -58,6 +58,15 @@ static void usage(FILE *f)
 		"                        native frame, the interpreter's own too; by default\n"
 		"                        a stack shows its Python frames (function, file,\n"
 		"                        line) and the native calls under the innermost one\n"
+		"  -c, --charge VIEW     which code memory is charged to: touch (the code\n"
+		"                        that made each page resident: its first write, seen\n"
+		"                        as a page fault by the kernel; root, or CAP_BPF and\n"
+		"                        CAP_PERFMON), alloc (the code that allocated it:\n"
+		"                        malloc family and mappings), both (touch, with the\n"
+		"                        alloc view beside it), or auto: touch where the fault\n"
+		"                        path can run and the program runs no Python, else\n"
+		"                        alloc with one line saying why (default auto, or\n"
+		"                        $PTFIL_CHARGE)\n"
 		"  -e, --heap-events WAY  how the malloc family is seen: uprobe (kernel\n"
 		"                        uprobes: root, or CAP_BPF and CAP_PERFMON, and Linux\n"
 		"                        6.6 or later; an order of magnitude cheaper), ptrace\n"
@@ -158,6 +167,18 @@ static int parse_pid(const char *s)
 	return (int)v;
 }
 
+static int parse_charge(const char *s, const char *what, struct tracer_opts *o)
+{
+	static const char *const names[] = { "auto", "touch", "alloc", "both" };
+	for (int i = 0; i < 4; i++)
+		if (!strcmp(s, names[i])) {
+			o->charge = i;
+			return 0;
+		}
+	error("invalid %s '%s' (auto, touch, alloc or both)", what, s);
+	return -1;
+}
+
 static int parse_events(const char *s, const char *what, struct tracer_opts *o)
 {
 	enum heap_events e;
@@ -194,6 +215,7 @@ static int cmd_run(int argc, char **argv, int attach)
 		{ "native", no_argument, NULL, 'n' },
 		{ "duration", required_argument, NULL, 'd' },
 		{ "heap-events", required_argument, NULL, 'e' },
+		{ "charge", required_argument, NULL, 'c' },
 		{ "exact-sizes", no_argument, NULL, 'x' },
 		{ "max-peak", required_argument, NULL, 'M' },
 		{ "live", no_argument, NULL, 'L' },
@@ -208,11 +230,14 @@ static int cmd_run(int argc, char **argv, int attach)
 	const char *events = getenv("PTFIL_HEAP_EVENTS");
 	if (events && *events && parse_events(events, "PTFIL_HEAP_EVENTS", &o))
 		return 2;
+	const char *charge = getenv("PTFIL_CHARGE");
+	if (charge && *charge && parse_charge(charge, "PTFIL_CHARGE", &o))
+		return 2;
 	const char *exact = getenv("PTFIL_EXACT_SIZES");
 	o.exact_sizes = exact && *exact && strcmp(exact, "0") != 0;
 	int c;
 	/* '+': stop at the program's name, so its own options stay its own. */
-	while ((c = getopt_long(argc, argv, "+o:i:l:e:xfmnd:M:LqhV", longopts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+o:i:l:e:c:xfmnd:M:LqhV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'o': o.output = optarg; break;
 		case 'i': o.interval_ms = parse_ms(optarg); break;
@@ -239,6 +264,10 @@ static int cmd_run(int argc, char **argv, int attach)
 			break;
 		case 'e':
 			if (parse_events(optarg, "--heap-events", &o))
+				return 2;
+			break;
+		case 'c':
+			if (parse_charge(optarg, "--charge", &o))
 				return 2;
 			break;
 		case 'h': usage(stdout); return 0;

@@ -27,6 +27,7 @@
 #include "tracer/core/session.h"
 #include "tracer/detach.h"
 #include "tracer/follow.h"
+#include "tracer/kernel/faults.h"
 #include "tracer/kernel/kheap.h"
 #include "tracer/lifecycle.h"
 #include "tracer/loop.h"
@@ -173,7 +174,7 @@ static int trace(struct tracer *T, pid_t pid)
 	}
 	p->wrappers = 1;
 	/* Before the probes go in: the back-pressure signal and the ring's marks are set. */
-	if (kheap_start(T)) {
+	if (kheap_start(T) || faults_start(T)) {
 		tracer_leave(T);
 		return 1;
 	}
@@ -201,6 +202,7 @@ static int trace(struct tracer *T, pid_t pid)
 	if (T->n_threads)
 		tracer_leave(T);
 	kheap_end(T);
+	faults_end(T);
 	struct proc *mp = tracer_proc(T, pid);
 	char *path = mp ? snapshot_path(T, mp, 0) : NULL;
 	int rc = 0;
@@ -269,7 +271,7 @@ int tracer_attach(const struct tracer_opts *o)
 	}
 	if (child == 0) {
 		static struct tracer T;
-		if (session_init(&T, o) || kheap_choose(&T))
+		if (session_init(&T, o) || faults_choose(&T) || kheap_choose(&T))
 			_exit(1);
 		T.attach = 1;
 		T.main_pid = pid;

@@ -13,6 +13,7 @@
 #include "tracer/core/session.h"
 #include "tracer/detach.h"
 #include "tracer/follow.h"
+#include "tracer/kernel/faults.h"
 #include "tracer/kernel/kheap.h"
 #include "tracer/lifecycle.h"
 #include "tracer/loop.h"
@@ -78,7 +79,7 @@ void tracer_leave(struct tracer *T)
 	for (int round = 0; round < LEAVE_ROUNDS && T->n_threads; round++) {
 		loop_park_all(T, LEAVE_TIMEOUT_S);
 		/* The kernel path: probes out, and no back-pressure signal left queued to stop the program later. */
-		if (kheap_leave(T))
+		if (kheap_leave(T) + faults_leave(T))
 			loop_park_all(T, LEAVE_TIMEOUT_S);
 		undo_and_detach(T);
 		if (!loop_stragglers(T, LEAVE_STRAGGLERS_S))

@@ -19,6 +19,7 @@
 #include "tracer/core/procfs.h"
 #include "tracer/core/session.h"
 #include "tracer/follow.h"
+#include "tracer/kernel/faults.h"
 #include "tracer/kernel/kheap.h"
 #include "tracer/lifecycle.h"
 #include "tracer/memory/heap.h"
@@ -73,8 +74,24 @@ int proc_follow(struct tracer *T, struct proc *p, pid_t tid, const char *pseudo,
 		p->argv = procfs_argv(p->pid);
 	if (lifecycle_ready(T, p))
 		return -1;
+	int view = lifecycle_set_view(T, p);
 	charge_existing(T, p, pseudo);
 	p->tree->inherited = p->parent != 0;
+	/*
+	 * The touch view: what is resident at attach was made so before
+	 * (a forked child's pages are its parent's until it writes them).
+	 */
+	if (view != CHARGE_ALLOC && !p->parent) {
+		uint32_t f = stacks_pseudo_frame(T->stacks, pseudo);
+		faults_charge_resident(T, p, f == STACKS_FAILED ? STACKS_ROOT : stacks_intern(T->stacks, &f, 1));
+	}
+	if (view == CHARGE_TOUCH) {
+		/* No breakpoint at all: the faults say what became resident, the pages what went. */
+		p->wrappers = 0;
+		p->hooks->wrappers = 0;
+		p->hooks->no_heap = 1;
+		return 0;
+	}
 	/* With --mappings-only, attach still needs the mapping calls' wrappers: there is no seccomp filter. */
 	if (arm && (!T->opts.no_heap || p->wrappers)) {
 		p->hooks->wrappers = p->wrappers;

@@ -23,6 +23,7 @@
 #include "common/error.h"
 #include "tracer/caveats.h"
 #include "tracer/core/session.h"
+#include "tracer/kernel/faults.h"
 #include "tracer/kernel/kheap.h"
 #include "tracer/lifecycle.h"
 #include "tracer/loop.h"
@@ -127,7 +128,7 @@ int tracer_launch(const struct tracer_opts *o)
 {
 	static struct tracer T;
 	caveats_warn_launch(o->argv[0]);
-	if (session_init(&T, o) || kheap_choose(&T)) {
+	if (session_init(&T, o) || faults_choose(&T) || kheap_choose(&T)) {
 		session_fin(&T);
 		return -1;
 	}
@@ -181,7 +182,7 @@ int tracer_launch(const struct tracer_opts *o)
 		return error_errno("cannot trace the child (ptrace PTRACE_SEIZE)%s",
 				   e == EPERM ? "; is ptrace allowed here? (see /proc/sys/kernel/yama/ptrace_scope, CAP_SYS_PTRACE)" : "");
 	}
-	if (!lifecycle_add_thread(&T, pid) || kheap_start(&T)) {
+	if (!lifecycle_add_thread(&T, pid) || kheap_start(&T) || faults_start(&T)) {
 		kill_child();
 		session_fin(&T);
 		return -1;
@@ -202,6 +203,7 @@ int tracer_launch(const struct tracer_opts *o)
 	live_end(&T);
 	signals_stop_timer();
 	kheap_end(&T);
+	faults_end(&T);
 
 	int msg[2];
 	ssize_t got = read(report[0], msg, sizeof(msg));

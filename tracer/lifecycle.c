@@ -14,11 +14,13 @@
 #include "tracer/core/rescue.h"
 #include "tracer/core/session.h"
 #include "tracer/follow.h"
+#include "tracer/kernel/faults.h"
 #include "tracer/kernel/kheap.h"
 #include "tracer/lifecycle.h"
 #include "tracer/memory/alloc.h"
 #include "tracer/memory/heap.h"
 #include "tracer/memory/ledger.h"
+#include "tracer/memory/pages.h"
 #include "tracer/memory/peak.h"
 #include "tracer/memory/resid.h"
 #include "tracer/memory/tree.h"
@@ -65,6 +67,9 @@ void lifecycle_proc_free(struct proc *p)
 		ledger_fin(p->ledger);
 	if (p->tree)
 		tree_share_fin(p->tree);
+	if (p->touch)
+		alloc_touch_fin(p->touch);
+	free(p->touch);
 	if (p->mm)
 		modmap_fin(p->mm);
 	if (p->py)
@@ -159,6 +164,7 @@ struct tracee *lifecycle_add_thread(struct tracer *T, pid_t tid)
 		return NULL;
 	}
 	t->sc->stack = STACKS_FAILED;
+	t->st->fault_stack = STACKS_FAILED;
 	pid_t ppid = 0;
 	pid_t pid = tid == T->main_pid ? tid : tgid_of(tid, &ppid);
 	struct proc *p = tracer_proc(T, pid);
@@ -195,6 +201,7 @@ void lifecycle_drop_proc(struct tracer *T, struct proc *p)
 {
 	if (T->cap->unw_owner == p)
 		capture_account(T, NULL);
+	faults_untrack(T, p);
 	tree_note(T, p, snapshot_file_name(T, p));
 	rescue_bytes_forget_pid(p->pid);
 	tables_unlink_proc(T, p);
@@ -213,6 +220,37 @@ void lifecycle_remove_thread(struct tracer *T, struct tracee *t)
 		if (!p->profiled)
 			lifecycle_drop_proc(T, p);
 	}
+}
+
+int lifecycle_set_view(struct tracer *T, struct proc *p)
+{
+	int view = faults_view(T, p);
+	if (view == CHARGE_ALLOC) {
+		if (p->touch) {
+			faults_untrack(T, p);
+			alloc_touch_fin(p->touch);
+			free(p->touch);
+			p->touch = NULL;
+		}
+		return view;
+	}
+	if (p->touch) {
+		/* A new image: its peak stays, its pages are gone. */
+		alloc_touch_settle(p);
+		pages_clear(&p->touch->pages);
+	} else if (!(p->touch = calloc(1, sizeof(*p->touch))) || alloc_touch_init(p->touch)) {
+		free(p->touch);
+		p->touch = NULL;
+		warning("out of memory: process %d is charged by allocation", (int)p->pid);
+		return CHARGE_ALLOC;
+	}
+	/* The mapping calls stop under launch (seccomp); under attach their releases are found in the pages. */
+	p->touch->release_scans = T->attach;
+	uint64_t rss = resid_rss(p->resid), anon = resid_anon(p->resid);
+	p->touch->file_rss = rss >= anon ? rss - anon : 0;
+	if (faults_track(T, p))
+		warning("process %d: its page faults cannot be followed", (int)p->pid);
+	return view;
 }
 
 int lifecycle_ready(struct tracer *T, struct proc *p)
@@ -293,10 +331,18 @@ int lifecycle_exec(struct tracer *T, struct proc *p)
 	pyproc_init(p->py);
 	if (lifecycle_ready(T, p))
 		return -1;
+	int view = lifecycle_set_view(T, p);
+	if (view != CHARGE_ALLOC) {
+		/* What exec made resident before the program ran (its stack of arguments and environment). */
+		uint32_t f = stacks_pseudo_frame(T->stacks, "[program start]");
+		faults_charge_resident(T, p, f == STACKS_FAILED ? STACKS_ROOT : stacks_intern(T->stacks, &f, 1));
+	}
 	add_main_stack(T, p);
-	p->hooks->no_heap = T->opts.no_heap;
-	kheap_proc_setup(T, p);
-	if ((!T->opts.no_heap || p->hooks->wrappers) && hooks_exec(p->hooks, p->pid, p->mm, T->reg))
+	/* The touch view alone needs no malloc-family hooks: the faults say what became resident. */
+	p->hooks->no_heap = T->opts.no_heap || view == CHARGE_TOUCH;
+	if (view != CHARGE_TOUCH)
+		kheap_proc_setup(T, p);
+	if ((!p->hooks->no_heap || p->hooks->wrappers) && hooks_exec(p->hooks, p->pid, p->mm, T->reg))
 		warning("process %d: the malloc family cannot be hooked; only mappings are charged", (int)p->pid);
 	return 0;
 }

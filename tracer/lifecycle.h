@@ -38,6 +38,12 @@ int lifecycle_ready(struct tracer *T, struct proc *p);
  * thread that execed takes over the leader's tid.
  */
 void lifecycle_new_image(struct tracer *T, struct tracee *t);
+/*
+ * Which view p gets for its image now (kernel/faults.h: faults_view), and
+ * its touch view set up (its faults followed) or dropped. Returns the view,
+ * an enum charge_view.
+ */
+int lifecycle_set_view(struct tracer *T, struct proc *p);
 /* Sets up profiled process p after its exec: an empty ledger, its files and modules, its hooks. 0 or -1. */
 int lifecycle_exec(struct tracer *T, struct proc *p);
 

@@ -25,7 +25,9 @@
 #include "tracer/core/procfs.h"
 #include "tracer/core/session.h"
 #include "tracer/follow.h"
+#include "tracer/kernel/faults.h"
 #include "tracer/kernel/kheap.h"
+#include "tracer/kernel/kwait.h"
 #include "tracer/lifecycle.h"
 #include "tracer/loop.h"
 #include "tracer/memory/ledger.h"
@@ -97,7 +99,7 @@ static void classify(struct tracer *T, struct stop *s)
 	s->ev = event_decode(s->status);
 	s->have_regs = 0;
 	if (s->ev == EVENT_SIGNAL && WSTOPSIG(s->status) != SIGTRAP) {
-		if (kheap_owns_stop(T, t, s->status))
+		if (kheap_owns_stop(T, t, s->status) || faults_owns_stop(T, t, s->status))
 			s->ev = EVENT_BACKPRESSURE;
 		return;
 	}
@@ -222,8 +224,9 @@ static void run_event(struct tracer *T, struct stop *s)
 {
 	T->spin_next = 0;
 	struct tracee *t = s->t;
-	/* The kernel path: every heap event the program made before this stop is applied first. */
+	/* The kernel paths: every heap event and fault the program made before this stop is applied first. */
 	kheap_drain(T);
+	faults_drain(T);
 	if (t && s->ev != EVENT_GONE)
 		kheap_leave_pending(T, t);
 	if (s->ev == EVENT_GONE) {
@@ -324,6 +327,7 @@ static void park_event(struct tracer *T, struct stop *s)
 {
 	struct tracee *t = s->t;
 	kheap_drain(T);
+	faults_drain(T);
 	if (s->ev == EVENT_GONE) {
 		if (t)
 			on_exit_status(T, t, s->status);
@@ -445,6 +449,7 @@ static void tick(struct tracer *T)
 		if (!p->profiled)
 			continue;
 		proc_reconcile(T, p);
+		faults_poll(T, p);
 		if (T->opts.interval_ms)
 			peak_poll(T, p);
 	}
@@ -470,7 +475,7 @@ static void tick(struct tracer *T)
  */
 static int loop_wait(struct tracer *T, struct stop *s)
 {
-	if (kheap_on(T)) {
+	if (kwait_on()) {
 		/*
 		 * The kernel path: the ring is drained whenever it passes its wake
 		 * mark, and at least every 10 ms; a ptrace stop wakes the wait
@@ -484,9 +489,10 @@ static int loop_wait(struct tracer *T, struct stop *s)
 				errno = EINTR;
 				return -1;
 			}
-			if (kheap_wait(T, 10) < 0)
+			if (kwait_wait(10) < 0)
 				return -1;
 			kheap_drain(T);
+			faults_drain(T);
 		}
 	}
 	if (T->spin_next && T->spin > 0) {

@@ -8,6 +8,7 @@
 
 #include "common/error.h"
 #include "tracer/core/session.h"
+#include "tracer/kernel/faults.h"
 #include "tracer/kernel/kheap.h"
 #include "tracer/lifecycle.h"
 #include "tracer/memory/tree.h"
@@ -53,6 +54,7 @@ int session_init(struct tracer *T, const struct tracer_opts *o)
 void session_fin(struct tracer *T)
 {
 	kheap_free(T);
+	faults_free(T);
 	if (T->cap)
 		T->cap->unw_owner = NULL;
 	while (T->procs) {

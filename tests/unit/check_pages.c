@@ -32,9 +32,9 @@ static void teardown(void)
 
 START_TEST(test_touch_charges_once)
 {
-	ck_assert_int_eq(pages_touch(&P, 0x10000, 0x13000, 5), 3 * PG);
+	ck_assert_int_eq(pages_touch(&P, 0x10000, 0x13000, 5, 0), 3 * PG);
 	/* A second fault on a resident page (a retried fault, a huge page collapsed over it) changes nothing. */
-	ck_assert_int_eq(pages_touch(&P, 0x11000, 0x15000, 6), 2 * PG);
+	ck_assert_int_eq(pages_touch(&P, 0x11000, 0x15000, 6, 0), 2 * PG);
 	ck_assert_uint_eq(L.charged, 5 * PG);
 	ck_assert_uint_eq(L.by_stack[5].charged, 3 * PG);
 	ck_assert_uint_eq(L.by_stack[6].charged, 2 * PG);
@@ -48,7 +48,7 @@ END_TEST
 START_TEST(test_huge_page_and_release)
 {
 	/* A transparent huge page is charged as what it is. */
-	ck_assert_int_eq(pages_touch(&P, 4 * MB2, 5 * MB2, 2), (int64_t)MB2);
+	ck_assert_int_eq(pages_touch(&P, 4 * MB2, 5 * MB2, 2, 0), (int64_t)MB2);
 	ck_assert_uint_eq(L.charged, MB2);
 	/* madvise(DONTNEED) of half of it, then munmap of a range far wider than what is resident. */
 	ck_assert_uint_eq(pages_release(&P, 4 * MB2, 4 * MB2 + MB2 / 2), MB2 / 2);
@@ -61,8 +61,8 @@ END_TEST
 
 START_TEST(test_move)
 {
-	pages_touch(&P, 0x100000, 0x104000, 1);
-	pages_touch(&P, 0x900000, 0x901000, 2);
+	pages_touch(&P, 0x100000, 0x104000, 1, 0);
+	pages_touch(&P, 0x900000, 0x901000, 2, 0);
 	/* mremap over the page at 0x900000: it goes, the moved ones keep their stack. */
 	ck_assert_int_eq(pages_move(&P, 0x100000, 0x4000, 0x8ff000), 0);
 	ck_assert_uint_eq(L.by_stack[2].charged, 0);
@@ -98,7 +98,7 @@ START_TEST(test_against_model)
 		uint32_t stack = 1 + (uint32_t)(rand() % 5);
 		int op = rand() % 10;
 		if (op < 6) {
-			pages_touch(&P, base + a * PG, base + (a + len) * PG, stack);
+			pages_touch(&P, base + a * PG, base + (a + len) * PG, stack, 0);
 			for (size_t i = a; i < a + len; i++)
 				if (model[i] == PAGES_NONE)
 					model[i] = stack;

@@ -7,6 +7,14 @@
 
 struct live_ui;
 
+/* --charge: which stack memory is charged to (README.md, "What is charged"). */
+enum charge_view {
+	CHARGE_AUTO,    /* touch wherever the fault path can run and the process runs no Python, else alloc */
+	CHARGE_TOUCH,   /* the stack that made each page resident (its page fault) */
+	CHARGE_ALLOC,   /* the stack that allocated it (malloc family, mappings) */
+	CHARGE_BOTH,    /* touch, with the alloc view beside it and the links between them */
+};
+
 struct tracer_opts {
 	char **argv;              /* program and arguments, NULL-terminated */
 	const char *output;       /* snapshot path; NULL for the default name */
@@ -20,6 +28,7 @@ struct tracer_opts {
 	double duration;          /* attach: leave after this many seconds; 0 for never */
 	int heap_events;          /* enum heap_events (tracer/kernel/kheap.h): auto, uprobe or ptrace */
 	int exact_sizes;          /* ptrace path: hook glibc's malloc at its entry too, for requested sizes */
+	int charge;               /* enum charge_view */
 	unsigned long long max_peak; /* launch --max-peak: the budget in bytes (the combined peak with
 	                              follow_forks), 0 for none */
 	const struct live_ui *live;  /* --live: the view, started by the caller (tracer/output/live.h); NULL for none */

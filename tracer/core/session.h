@@ -58,6 +58,7 @@ struct proc {
 	struct heap *heap;         /* memory/heap.h: its live malloc-family blocks */
 	struct proc_peak *pk;      /* memory/peak.h: when residency was refreshed, its timeline, its checkpoints */
 	struct tree_share *tree;   /* memory/tree.h: its part of the tree's combined peak, its inherited pages */
+	struct touch *touch;       /* memory/alloc.h: the touch view's pages and charge; NULL: the alloc view only */
 	struct hooks *hooks;       /* ptrace/hooks.h: breakpoints in its text */
 	struct kproc *kp;          /* kernel/kheap.h: its uprobes */
 	struct reconcile *rec;     /* follow.h: attach, mappings no hooked call made */
@@ -119,6 +120,7 @@ struct tracer {
 	struct capture *cap;         /* stacks/capture.h: the capture in progress, Python names */
 	struct tree *tree;           /* memory/tree.h: the process tree and its combined peak */
 	struct kheap *kh;            /* kernel/kheap.h: the kernel path; NULL: ptrace breakpoints */
+	struct faults *kf;           /* kernel/faults.h: the fault path (the touch view); NULL: none */
 	struct export *exp;          /* output/export.h: source lines resolved, snapshots written */
 	struct live *live;           /* output/live.h: the --live view's state */
 };

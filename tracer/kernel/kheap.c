@@ -28,11 +28,13 @@
 #include "tracer/stacks/capture.h"
 #include "tracer/core/session.h"
 #include "tracer/kernel/kheap_rec.h"
+#include "tracer/kernel/kwait.h"
 #include "tracer/core/procfs.h"
 #include "tracer/core/remote.h"
 #ifdef HAVE_BPF
 #include "tracer/kernel/uprobes.h"
 #include "tracer/stacks/unwind.h"
+#include "tracer/kernel/faults.h"
 #endif
 
 _Static_assert(KH_FN_POSIX_MEMALIGN == (int)ALLOC_POSIX_MEMALIGN, "kheap_rec.h and memory/alloc.h disagree");
@@ -54,9 +56,7 @@ struct kheap {
 	int open;                /* the programs are loaded: the kernel path runs */
 	struct kheap_stats stats;
 	struct kprobes kp;
-	int sigfd, epfd;
-	sigset_t old_mask;
-	int blocked;
+	int started;             /* waits through kwait (kernel/kwait.h) */
 	size_t marked_threads;   /* the thread count the stop mark was set for */
 	int stop_signal;         /* what the programs send past the stop mark (kheap_start) */
 };
@@ -91,7 +91,6 @@ static int open_kernel_path(struct tracer *T, char *why, size_t whylen)
 		free(k);
 		return -1;
 	}
-	k->sigfd = k->epfd = -1;
 	k->open = 1;
 	T->kh = k;
 	tracer_of_probes = T;
@@ -136,8 +135,8 @@ void kheap_free(struct tracer *T)
 int kheap_choose(struct tracer *T)
 {
 	enum heap_events mode = (enum heap_events)T->opts.heap_events;
-	/* --mappings-only: no malloc family to see on either path. */
-	if (mode == HEAP_EVENTS_PTRACE || T->opts.no_heap)
+	/* --mappings-only: no malloc family to see on either path. The touch view alone sees faults, not calls. */
+	if (mode == HEAP_EVENTS_PTRACE || T->opts.no_heap || (faults_on(T) && T->opts.charge != CHARGE_BOTH))
 		return 0;
 	char why[512];
 	if (open_kernel_path(T, why, sizeof(why)) == 0)
@@ -155,51 +154,16 @@ static void set_marks(struct tracer *T);
 int kheap_start(struct tracer *T)
 {
 	struct kheap *k = T->kh;
-	if (!kheap_on(T) || k->epfd >= 0)
+	if (!kheap_on(T) || k->started)
 		return 0;
-	/*
-	 * The back-pressure signal. A launched program dies with ptfil
-	 * (PTRACE_O_EXITKILL), so SIGSTOP, which nothing can block or catch. An
-	 * attached one outlives ptfil, killed or not, and a SIGSTOP sent just
-	 * before would then stop it for good: SIGURG instead where the program
-	 * leaves it to its default (ignored), which under ptrace is still
-	 * reported, and untraced is dropped.
-	 */
-	k->stop_signal = T->attach && procfs_signal(T->main_pid, "SigCgt", SIGURG) == 0 ? SIGURG : SIGSTOP;
-	k->marked_threads = (size_t)-1;
-	/* SIGCHLD through a signalfd, so that one wait covers ptrace stops and the ring. */
-	sigset_t chld;
-	sigemptyset(&chld);
-	sigaddset(&chld, SIGCHLD);
-	if (sigprocmask(SIG_BLOCK, &chld, &k->old_mask))
-		return error_errno("cannot block SIGCHLD");
-	k->blocked = 1;
-	k->sigfd = signalfd(-1, &chld, SFD_CLOEXEC | SFD_NONBLOCK);
-	k->epfd = epoll_create1(EPOLL_CLOEXEC);
-	if (k->sigfd < 0 || k->epfd < 0)
-		return error_errno("cannot wait on the ring buffer");
-	/* The ring wakes ptfil only past its wake mark (edge-triggered: not for every record). */
-	struct epoll_event ring = { .events = EPOLLIN | EPOLLET, .data.u32 = 1 };
-	struct epoll_event sig = { .events = EPOLLIN, .data.u32 = 0 };
-	if (epoll_ctl(k->epfd, EPOLL_CTL_ADD, k->kp.ring_fd, &ring) || epoll_ctl(k->epfd, EPOLL_CTL_ADD, k->sigfd, &sig))
-		return error_errno("cannot wait on the ring buffer");
-	set_marks(T);
-	return 0;
-}
-
-int kheap_wait(struct tracer *T, int timeout_ms)
-{
-	struct kheap *k = T->kh;
-	struct epoll_event ev[2];
-	int n = epoll_wait(k->epfd, ev, 2, timeout_ms);
-	if (n < 0)
+	if (kwait_start(T))
 		return -1;
-	for (int i = 0; i < n; i++)
-		if (ev[i].data.u32 == 0) {
-			struct signalfd_siginfo si[16];
-			while (read(k->sigfd, si, sizeof(si)) > 0) {
-			}
-		}
+	k->started = 1;
+	k->stop_signal = kwait_stop_signal();
+	k->marked_threads = (size_t)-1;
+	if (kwait_add(k->kp.ring_fd))
+		return -1;
+	set_marks(T);
 	return 0;
 }
 
@@ -345,23 +309,7 @@ void kheap_drain(struct tracer *T)
 
 int kheap_owns_stop(struct tracer *T, struct tracee *t, int status)
 {
-	siginfo_t si;
-	if (!kheap_on(T) || WSTOPSIG(status) != T->kh->stop_signal || ptrace(PTRACE_GETSIGINFO, t->tid, 0, &si) ||
-	    si.si_code != SI_KERNEL)
-		return 0;
-	return 1;
-}
-
-/* The Python interpreters' frames are read at the event: they stay on the ptrace path. */
-static int runs_python(struct tracer *T, struct proc *p)
-{
-	for (size_t i = 0; i < p->mm->n; i++) {
-		const struct modreg_entry *e = &T->reg->v[p->mm->v[i].gid];
-		uint64_t off;
-		if (e->sym && !e->copy && sym_dynamic_data(e->sym, "_PyRuntime", &off) == 0)
-			return 1;
-	}
-	return 0;
+	return kheap_on(T) && kwait_owns_stop(t, status);
 }
 
 static int add_links(struct proc *p, const int *fds, size_t n)
@@ -428,7 +376,7 @@ static int probe_module(void *ctx, const struct modreg_entry *e, const struct ho
 			p->hooks->probe = NULL;
 			return 1;
 		}
-		if (runs_python(T, p)) {
+		if (pystack_runs_python(p->mm, T->reg)) {
 			p->hooks->probe = NULL;
 			if (p->pid == T->main_pid && T->opts.heap_events == HEAP_EVENTS_UPROBE)
 				notice("process %d runs Python, whose frames are read at each call: "
@@ -598,12 +546,9 @@ void kheap_end(struct tracer *T)
 	if (T->kh->stats.lost)
 		warning("%llu heap event records did not fit in the ring buffer: the heap figures are not exact "
 			"(a larger PTFIL_RING_KIB keeps them)", (unsigned long long)T->kh->stats.lost);
-	if (k->sigfd >= 0)
-		close(k->sigfd);
-	if (k->epfd >= 0)
-		close(k->epfd);
-	if (k->blocked)
-		sigprocmask(SIG_SETMASK, &k->old_mask, NULL);
+	if (k->started)
+		kwait_end();
+	k->started = 0;
 	kprobes_close(&k->kp);
 	k->open = 0;
 	tracer_of_probes = NULL;
@@ -615,7 +560,6 @@ void kheap_end(struct tracer *T)
 int kheap_start(struct tracer *T) { (void)T; return 0; }
 void kheap_sigaltstack(struct tracer *T, struct tracee *t, uint64_t ss, uint64_t sp) { (void)T; (void)t; (void)ss; (void)sp; }
 void kheap_leave_pending(struct tracer *T, struct tracee *t) { (void)T; (void)t; }
-int kheap_wait(struct tracer *T, int timeout_ms) { (void)T; (void)timeout_ms; return 0; }
 void kheap_drain(struct tracer *T) { (void)T; }
 int kheap_owns_stop(struct tracer *T, struct tracee *t, int status) { (void)T; (void)t; (void)status; return 0; }
 void kheap_refresh_stats(struct tracer *T) { (void)T; }

@@ -77,12 +77,6 @@ int kheap_leave(struct tracer *T);
 void kheap_drain(struct tracer *T);
 
 /*
- * Waits (at most timeout_ms) until a ptrace stop may be ready, the ring
- * passed its mark, or a signal came. Returns 0, or -1 with errno EINTR.
- */
-int kheap_wait(struct tracer *T, int timeout_ms);
-
-/*
  * Whether the signal-delivery-stop of SIGSTOP that thread t reports (status)
  * is the BPF program's back-pressure (from the kernel, not from a kill): it
  * is then suppressed, once the ring is drained.

@@ -1,10 +1,16 @@
 /* The heap-event sink (memory/alloc.h): one path from a source's event to the ledger. */
 #include "tracer/memory/alloc.h"
 
+#include <stdlib.h>
+#include <string.h>
+
 #include "common/error.h"
+#include "common/grow.h"
+#include "common/snap.h"
 #include "tracer/core/session.h"
 #include "tracer/memory/heap.h"
 #include "tracer/memory/peak.h"
+#include "tracer/memory/tree.h"
 
 int alloc_active(const struct tracee *t)
 {
@@ -131,4 +137,82 @@ void alloc_block(struct tracer *T, struct tracee *t, uint64_t ptr, uint64_t usab
 		T->counts.usable_blocks++;
 		p->counts.usable_blocks++;
 	}
+}
+
+int alloc_touch_init(struct touch *tv)
+{
+	memset(tv, 0, sizeof(*tv));
+	/* Its charges are bytes no range measures: nothing to measure. */
+	ledger_init(&tv->l, NULL, NULL);
+	pages_init(&tv->pages, &tv->l, 't'); /* SNAP_KIND_TOUCH */
+	return 0;
+}
+
+void alloc_touch_fin(struct touch *tv)
+{
+	pages_fin(&tv->pages);
+	ledger_fin(&tv->l);
+	free(tv->other);
+	tv->other = NULL;
+}
+
+struct ledger *alloc_view_ledger(struct proc *p)
+{
+	return p->touch ? &p->touch->l : p->ledger;
+}
+
+void alloc_touch_settle(struct proc *p)
+{
+	struct touch *tv = p->touch;
+	if (!tv || !tv->l.peak_stale)
+		return;
+	if (ledger_settle_peak(&tv->l))
+		warning("out of memory copying the peak");
+	/* The alloc view at the same moment, for the report's other side. */
+	const struct ledger *a = p->ledger;
+	if (grow_array(&tv->other, &tv->cap_other, a->n_stacks, sizeof(*tv->other), a->n_stacks)) {
+		tv->n_other = 0;
+		return;
+	}
+	tv->n_other = a->n_stacks;
+	if (a->n_stacks)
+		memcpy(tv->other, a->by_stack, a->n_stacks * sizeof(*tv->other));
+}
+
+void alloc_resident(struct tracer *T, struct proc *p, uint64_t start, uint64_t end, uint32_t stack, double time,
+		    uint64_t rss, int take)
+{
+	struct touch *tv = p->touch;
+	if (!tv || !p->profiled || !p->ready)
+		return;
+	tv->faults++;
+	int64_t added = pages_touch(&tv->pages, start, end, stack, take);
+	if (added < 0) {
+		warning("out of memory recording resident pages");
+		return;
+	}
+	tv->resident_bytes_seen += (uint64_t)added;
+	if (added && ledger_note_peak(&tv->l, time, rss))
+		tree_check_peak(T);
+}
+
+void alloc_released(struct tracer *T, struct proc *p, uint64_t start, uint64_t end)
+{
+	struct touch *tv = p->touch;
+	if (!tv)
+		return;
+	(void)T;
+	alloc_touch_settle(p);
+	pages_release(&tv->pages, start, end);
+}
+
+void alloc_moved(struct tracer *T, struct proc *p, uint64_t from, uint64_t len, uint64_t to)
+{
+	struct touch *tv = p->touch;
+	if (!tv)
+		return;
+	(void)T;
+	alloc_touch_settle(p);
+	if (pages_move(&tv->pages, from, len, to))
+		warning("out of memory moving resident pages");
 }

@@ -90,4 +90,50 @@ void alloc_free(struct tracer *T, struct tracee *t, uint64_t ptr);
  */
 void alloc_block(struct tracer *T, struct tracee *t, uint64_t ptr, uint64_t usable, uint32_t stack);
 
+/*
+ * The touch view (memory/pages.h): pages become resident, made so by a stack
+ * (a page fault, a populating call), and leave by range. Each process that
+ * has this view has a struct touch (p->touch); its charge is the view's
+ * (alloc_view_ledger).
+ */
+#include "tracer/memory/ledger.h"
+#include "tracer/memory/pages.h"
+
+struct touch {
+	struct ledger l;               /* by the stack that made each page resident; its peak noted in O(1) */
+	struct pages pages;
+	/* The alloc view (p->ledger) as it was when the touch peak was settled: the other view at the same moment. */
+	struct ledger_charge *other; size_t n_other, cap_other;
+	uint64_t faults, resident_bytes_seen;   /* records applied, bytes they brought, for counters */
+	/* Kept by the fault path (kernel/faults.c): */
+	uint64_t rss_seen;             /* the kernel's anonymous bytes after the last record */
+	uint64_t file_rss;             /* the rest of the RSS (file, shared memory) at the last poll */
+	int grow_pending;              /* pages came with no fault (a GUP, another writer): a scan is due */
+	uint32_t grow_stack;           /* ... charged to this stack */
+	double grow_scanned_at;
+	int release_scans;             /* no mapping-call stops (attach): releases are found by comparing with the pages */
+};
+
+/* Sets up p's touch view (lifecycle.c). Returns 0, or -1 out of memory. */
+int alloc_touch_init(struct touch *tv);
+void alloc_touch_fin(struct touch *tv);
+
+/* The ledger whose charge and peak are p's view: the touch ledger when p has one, else p->ledger. */
+struct ledger *alloc_view_ledger(struct proc *p);
+
+/*
+ * [start, end) of p became resident at time (tracer_now's clock), made so by
+ * stack; rss: the RSS then, as known. take: a fault that found the pages
+ * missing, which moves them to stack from whatever charged them before
+ * (memory/pages.h).
+ */
+void alloc_resident(struct tracer *T, struct proc *p, uint64_t start, uint64_t end, uint32_t stack, double time,
+		    uint64_t rss, int take);
+/* [start, end) of p is no longer resident: the peak is settled first (memory/ledger.h), then the pages go. */
+void alloc_released(struct tracer *T, struct proc *p, uint64_t start, uint64_t end);
+/* mremap: [from, from + len) of p moved to to. */
+void alloc_moved(struct tracer *T, struct proc *p, uint64_t from, uint64_t len, uint64_t to);
+/* Before p's touch peak is read (a snapshot): the copies at the peak made, if not yet. */
+void alloc_touch_settle(struct proc *p);
+
 #endif

@@ -271,6 +271,31 @@ void ledger_refresh_all(struct ledger *l)
 		remeasure(l, &l->segs[i]);
 }
 
+int ledger_note_peak(struct ledger *l, double time, uint64_t rss)
+{
+	if (l->has_peak && l->charged <= l->peak.charged)
+		return 0;
+	l->peak.time = time;
+	l->peak.charged = l->charged;
+	l->peak.reserved = l->reserved;
+	l->peak.rss = rss;
+	l->has_peak = 1;
+	l->peak_stale = 1;
+	return 1;
+}
+
+int ledger_settle_peak(struct ledger *l)
+{
+	if (!l->peak_stale)
+		return 0;
+	if (grow_array(&l->at_peak, &l->n_at_peak, l->n_stacks, sizeof(*l->at_peak), l->n_stacks))
+		return -1;
+	if (l->n_stacks)
+		memcpy(l->at_peak, l->by_stack, l->n_stacks * sizeof(*l->at_peak));
+	l->peak_stale = 0;
+	return 0;
+}
+
 int ledger_check_peak(struct ledger *l, double time, uint64_t rss)
 {
 	if (l->has_peak && l->charged <= l->peak.charged)
@@ -285,5 +310,6 @@ int ledger_check_peak(struct ledger *l, double time, uint64_t rss)
 	l->peak.reserved = l->reserved;
 	l->peak.rss = rss;
 	l->has_peak = 1;
+	l->peak_stale = 0;
 	return 1;
 }

@@ -41,6 +41,7 @@ struct ledger {
 	uint64_t charged, reserved;                         /* totals now */
 	struct ledger_peak peak;
 	int has_peak;
+	int peak_stale;                                     /* at_peak not copied yet (ledger_note_peak) */
 	ledger_measure_fn measure;
 	ledger_measure_fn measure_excl;                     /* pages mapped by this process alone */
 	void *measure_arg;
@@ -96,5 +97,16 @@ int ledger_holes(const struct ledger *l, uint64_t start, uint64_t end);
  * per-stack charge. Returns 1 for a new peak, 0 otherwise, -1 out of memory.
  */
 int ledger_check_peak(struct ledger *l, double time, uint64_t rss);
+/*
+ * The same in O(1), for a ledger that grows by many small steps (a page at a
+ * time): the per-stack charge is copied only by ledger_settle_peak, which the
+ * caller calls before anything is taken away, and before reading at_peak.
+ * Between a new peak and the next release the charge only grows, so the copy
+ * made then is the state at the peak (as Fil copies it). Returns 1 for a new
+ * peak, else 0.
+ */
+int ledger_note_peak(struct ledger *l, double time, uint64_t rss);
+/* Copies the per-stack charge at the peak noted last, if not done yet. Returns 0, or -1 out of memory. */
+int ledger_settle_peak(struct ledger *l);
 
 #endif

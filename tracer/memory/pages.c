@@ -109,10 +109,10 @@ static void drop(struct pages *pg, uint64_t index)
 		}
 }
 
-int64_t pages_touch(struct pages *pg, uint64_t start, uint64_t end, uint32_t stack)
+int64_t pages_touch(struct pages *pg, uint64_t start, uint64_t end, uint32_t stack, int take)
 {
 	start &= ~(PAGE - 1);
-	uint64_t added = 0;
+	uint64_t added = 0, taken = 0;
 	int rc = 0;
 	for (uint64_t a = start; a < end;) {
 		struct pages_region *r = get(pg, a >> PAGES_REGION_SHIFT);
@@ -124,8 +124,16 @@ int64_t pages_touch(struct pages *pg, uint64_t start, uint64_t end, uint32_t sta
 		uint64_t stop = end < region_end ? end : region_end;
 		for (; a < stop; a += PAGE) {
 			uint32_t *s = &r->stack[(a >> PAGES_SHIFT) & (PAGES_PER_REGION - 1)];
-			if (*s != PAGES_NONE)
+			if (*s == stack)
 				continue;
+			if (*s != PAGES_NONE) {
+				if (!take)
+					continue;
+				ledger_sub_bytes(pg->l, *s, PAGE, 1);
+				*s = stack;
+				taken++;
+				continue;
+			}
 			*s = stack;
 			r->resident++;
 			added++;
@@ -133,7 +141,7 @@ int64_t pages_touch(struct pages *pg, uint64_t start, uint64_t end, uint32_t sta
 		if (!r->resident)
 			drop(pg, r->index);
 	}
-	if (added && ledger_add_bytes(pg->l, stack, pg->kind, added * PAGE, added))
+	if ((added || taken) && ledger_add_bytes(pg->l, stack, pg->kind, (added + taken) * PAGE, added + taken))
 		rc = -1;
 	pg->touched += added;
 	return rc ? -1 : (int64_t)(added * PAGE);

@@ -40,11 +40,13 @@ void pages_fin(struct pages *pg);
 
 /*
  * [start, end) became resident, made so by stack: each page of it not charged
- * yet is charged to stack; pages already charged keep their stack (a second
- * fault on a page, a huge page collapsed over small ones). Returns the bytes
- * newly charged, or -1 out of memory (what was charged stays).
+ * yet is charged to stack. With take, pages charged to another stack move to
+ * this one (a fault that found the page missing is the truth about who made
+ * it resident, whatever a scan guessed before its record was read); without,
+ * they keep their stack (a huge page collapsed over small ones). Returns the
+ * bytes newly charged, or -1 out of memory (what was charged stays).
  */
-int64_t pages_touch(struct pages *pg, uint64_t start, uint64_t end, uint32_t stack);
+int64_t pages_touch(struct pages *pg, uint64_t start, uint64_t end, uint32_t stack, int take);
 /* [start, end) is no longer resident (unmapped, discarded, swapped out): its pages' charge goes. Returns the bytes released. */
 uint64_t pages_release(struct pages *pg, uint64_t start, uint64_t end);
 /* mremap: the pages of [from, from + len) now live at to; what was at to is released first. Returns 0 or -1 out of memory. */

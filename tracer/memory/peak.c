@@ -3,6 +3,7 @@
 
 #include "common/error.h"
 #include "tracer/core/session.h"
+#include "tracer/memory/alloc.h"
 #include "tracer/memory/ledger.h"
 #include "tracer/memory/peak.h"
 #include "tracer/memory/resid.h"
@@ -32,7 +33,7 @@ static void sample(struct proc *p, double now)
 		pk->sample_stride = pk->sample_stride ? pk->sample_stride * 2 : 2;
 	}
 	pk->samples[pk->n_samples].time = now;
-	pk->samples[pk->n_samples].charged = p->ledger->charged;
+	pk->samples[pk->n_samples].charged = alloc_view_ledger(p)->charged;
 	pk->samples[pk->n_samples].rss = resid_rss(p->resid);
 	pk->n_samples++;
 	pk->sample_skip = pk->sample_stride ? pk->sample_stride - 1 : 0;
@@ -75,6 +76,8 @@ void peak_before_release(struct tracer *T, struct proc *p, uint64_t start, uint6
 	/* Exact residency of what is about to go, while its pages are still there. */
 	ledger_refresh(p->ledger, start, end);
 	peak_refresh_if_faulted(T, p);
+	/* The touch view's peak, with the alloc view as it is at that moment, before any of it goes. */
+	alloc_touch_settle(p);
 	peak_check(T, p);
 }
 
@@ -108,6 +111,7 @@ void peak_before_small_release(struct tracer *T, struct proc *p)
 	uint64_t grown = rss > p->pk->rss_at_refresh ? rss - p->pk->rss_at_refresh : 0;
 	if (!l->has_peak || l->charged + grown > l->peak.charged || tracer_now(T) - p->pk->faults_checked_at > 0.001)
 		peak_refresh_if_faulted(T, p);
+	alloc_touch_settle(p);
 	peak_check(T, p);
 }
 

@@ -253,6 +253,61 @@ uint64_t resid_range(struct resid *r, uint64_t start, uint64_t end)
 	return read_range(r, start, end);
 }
 
+int resid_present(struct resid *r, uint64_t start, uint64_t end, resid_range_fn fn, void *ctx)
+{
+	if (r->pagemap_fd < 0 || start >= end)
+		return -1;
+	r->scans++;
+	if (r->use_scan) {
+		struct page_region regs[64];
+		while (start < end) {
+			struct pm_scan_arg a = {
+				.size = sizeof(a), .start = start, .end = end,
+				.vec = (uintptr_t)regs, .vec_len = 64,
+				.category_inverted = scan_zero_ok ? PAGE_IS_PFNZERO : 0,
+				.category_mask = PAGE_IS_PRESENT | (scan_zero_ok ? PAGE_IS_PFNZERO : 0),
+				.return_mask = PAGE_IS_PRESENT,
+			};
+			int n = ioctl(r->pagemap_fd, PAGEMAP_SCAN, &a);
+			if (n < 0)
+				return -1;
+			for (int i = 0; i < n; i++)
+				fn(ctx, regs[i].start, regs[i].end);
+			if (a.walk_end <= start)
+				break;
+			start = a.walk_end;
+		}
+		return 0;
+	}
+	/* Plain pagemap, a chunk at a time: present entries, the zero page left out where its frame is known. */
+	uint64_t e[512];
+	uint64_t ps = (uint64_t)page_size;
+	uint64_t run = 0, run_end = 0;
+	for (uint64_t a = start & ~(ps - 1); a < end;) {
+		size_t n = (size_t)((end - a + ps - 1) / ps);
+		if (n > 512)
+			n = 512;
+		ssize_t got = pread(r->pagemap_fd, e, n * 8, (off_t)(a / ps) * 8);
+		if (got <= 0)
+			return -1;
+		n = (size_t)got / 8;
+		for (size_t i = 0; i < n; i++, a += ps) {
+			int in = (e[i] & PM_PRESENT) && !(zero_pfn && (e[i] & PM_PFN_MASK) == zero_pfn);
+			if (in && run_end == a) {
+				run_end = a + ps;
+			} else if (in) {
+				if (run_end > run)
+					fn(ctx, run, run_end);
+				run = a;
+				run_end = a + ps;
+			}
+		}
+	}
+	if (run_end > run)
+		fn(ctx, run, run_end);
+	return 0;
+}
+
 static ssize_t read_fd(int fd, char *buf, size_t n)
 {
 	ssize_t got = pread(fd, buf, n - 1, 0);
@@ -288,6 +343,17 @@ uint64_t resid_rss(struct resid *r)
 	if (sscanf(buf, "%llu %llu", &size, &res) != 2)
 		return 0;
 	return (uint64_t)res * (uint64_t)page_size;
+}
+
+uint64_t resid_anon(struct resid *r)
+{
+	char buf[256];
+	unsigned long long size, res, shared;
+	if (r->statm_fd < 0 || read_fd(r->statm_fd, buf, sizeof(buf)) <= 0)
+		return 0;
+	if (sscanf(buf, "%llu %llu %llu", &size, &res, &shared) != 3 || shared > res)
+		return 0;
+	return (uint64_t)(res - shared) * (uint64_t)page_size;
 }
 
 uint64_t resid_vmhwm(pid_t pid)

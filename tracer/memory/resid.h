@@ -36,10 +36,20 @@ uint64_t resid_range(struct resid *r, uint64_t start, uint64_t end);
  */
 uint64_t resid_range_exclusive(struct resid *r, uint64_t start, uint64_t end);
 
+/*
+ * Calls fn(ctx, s, e) for each run [s, e) of [start, end) that is resident
+ * (present, and not the shared zero page where that can be told), in order.
+ * Returns 0, or -1 when the process's pages cannot be read.
+ */
+typedef void (*resid_range_fn)(void *ctx, uint64_t start, uint64_t end);
+int resid_present(struct resid *r, uint64_t start, uint64_t end, resid_range_fn fn, void *ctx);
+
 /* minflt + majflt of the whole process, or 0 when it cannot be read. */
 uint64_t resid_faults(struct resid *r);
 /* Resident set size in bytes (statm), or 0. */
 uint64_t resid_rss(struct resid *r);
+/* Anonymous resident bytes (statm's resident less its shared: the kernel's MM_ANONPAGES), or 0. */
+uint64_t resid_anon(struct resid *r);
 /* VmHWM in bytes from /proc/PID/status, or 0 when it cannot be read. */
 uint64_t resid_vmhwm(pid_t pid);
 

@@ -6,6 +6,7 @@
 #include "common/grow.h"
 #include "common/snap.h"
 #include "tracer/core/session.h"
+#include "tracer/memory/alloc.h"
 #include "tracer/memory/ledger.h"
 #include "tracer/memory/peak.h"
 #include "tracer/memory/tree.h"
@@ -94,7 +95,7 @@ void tree_check_peak(struct tracer *T)
 			p->tree->inherited_at = now;
 			ledger_refresh_inherited(p->ledger);
 		}
-		sum += p->ledger->charged;
+		sum += alloc_view_ledger(p)->charged;
 	}
 	struct tree *t = T->tree;
 	if (t->has_peak && sum <= t->charged)
@@ -106,7 +107,7 @@ void tree_check_peak(struct tracer *T)
 	for (struct proc *p = T->procs; p; p = p->next) {
 		if (!live(p))
 			continue;
-		const struct ledger *l = p->ledger;
+		const struct ledger *l = alloc_view_ledger(p);
 		size_t cap = p->tree->n_at_tree;
 		if (grow_array(&p->tree->at_tree, &cap, l->n_stacks, sizeof(*p->tree->at_tree), l->n_stacks)) {
 			p->tree->n_at_tree = 0;
@@ -136,8 +137,9 @@ void tree_note(struct tracer *T, struct proc *p, char *file)
 	q->pid = p->pid;
 	q->ppid = p->parent;
 	q->profiled = p->profiled;
-	q->peak = p->ledger->has_peak ? p->ledger->peak.charged : 0;
-	q->peak_time = p->ledger->peak.time;
+	const struct ledger *l = alloc_view_ledger(p);
+	q->peak = l->has_peak ? l->peak.charged : 0;
+	q->peak_time = l->peak.time;
 	q->vmhwm = p->vmhwm;
 	q->start = p->started;
 	q->end = p->end_time;
@@ -154,7 +156,7 @@ void tree_note(struct tracer *T, struct proc *p, char *file)
 			const struct ledger_charge *c = &p->tree->at_tree[i];
 			if (!c->charged && !c->count)
 				continue;
-			char kind = i < p->ledger->n_stacks && p->ledger->kind[i] ? p->ledger->kind[i] : SNAP_KIND_MMAP;
+			char kind = i < alloc_view_ledger(p)->n_stacks && alloc_view_ledger(p)->kind[i] ? alloc_view_ledger(p)->kind[i] : SNAP_KIND_MMAP;
 			q->charges[q->n_charges++] = (struct tree_charge){ (uint32_t)i, kind, c->charged, c->reserved, c->count };
 		}
 	}

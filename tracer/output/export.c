@@ -11,6 +11,7 @@
 #include "symbols/sym.h"
 #include "tracer/core/session.h"
 #include "tracer/kernel/kheap.h"
+#include "tracer/memory/alloc.h"
 #include "tracer/memory/heap.h"
 #include "tracer/memory/ledger.h"
 #include "tracer/memory/peak.h"
@@ -367,8 +368,20 @@ static int build_nodes(struct tracer *T, struct snap *s, struct remap *rm)
 /* The charge by stack at the peak (with live, now), what is live at the end, the timeline. */
 static int build_charges(struct tracer *T, struct proc *p, int live, struct snap *s, const struct remap *rm)
 {
-	const struct ledger *l = p->ledger;
+	/* The touch view's peak is copied at the first release after it (memory/ledger.h): now, if not yet. */
+	alloc_touch_settle(p);
+	const struct ledger *l = alloc_view_ledger(p);
 	double t0 = time_origin(T, p);
+	if (p->touch) {
+		/* The alloc view beside it, at the same moment: the mappings that reserved what was made resident. */
+		const struct touch *tv = p->touch;
+		s->view = SNAP_VIEW_TOUCH;
+		if (fill_stacks(p->ledger, live ? p->ledger->by_stack : tv->other,
+				live ? p->ledger->n_stacks : tv->n_other, &s->other, &s->n_other))
+			return -1;
+		for (size_t i = 0; i < s->n_other; i++)
+			s->other[i].node = rm->node[s->other[i].node];
+	}
 	if (live) {
 		/* What is live now stands in for the peak: a snapshot of the present, for leak hunting. */
 		s->peak.time = tracer_now(T) - t0;

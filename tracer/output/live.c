@@ -11,6 +11,7 @@
 #include "common/error.h"
 #include "common/snap.h"
 #include "tracer/core/session.h"
+#include "tracer/memory/alloc.h"
 #include "tracer/memory/ledger.h"
 #include "tracer/memory/peak.h"
 #include "tracer/memory/resid.h"
@@ -205,10 +206,11 @@ static int build(struct tracer *T, struct live_model *m)
 		if (!p->profiled || !p->ready || !p->nthreads)
 			continue;
 		m->processes++;
-		m->charged += p->ledger->charged;
-		m->reserved += p->ledger->reserved;
+		const struct ledger *l = alloc_view_ledger(p);
+		m->charged += l->charged;
+		m->reserved += l->reserved;
 		m->rss += resid_rss(p->resid);
-		offer_all(T, top, &n, p->ledger->by_stack, p->ledger->n_stacks, p->ledger, p->pid);
+		offer_all(T, top, &n, l->by_stack, l->n_stacks, l, p->pid);
 	}
 	if (fill(T, top, n, &m->now_stacks, &m->n_now))
 		return -1;
@@ -218,12 +220,14 @@ static int build(struct tracer *T, struct live_model *m)
 		m->peak_time = T->tree->time;
 		for (struct proc *p = T->procs; p; p = p->next)
 			if (p->profiled && p->tree->gen == T->tree->gen)
-				offer_all(T, top, &n, p->tree->at_tree, p->tree->n_at_tree, p->ledger, p->pid);
-	} else if (main_p && main_p->ledger->has_peak) {
-		m->peak_charged = main_p->ledger->peak.charged;
-		m->peak_time = main_p->ledger->peak.time;
-		m->peak_rss = main_p->ledger->peak.rss;
-		offer_all(T, top, &n, main_p->ledger->at_peak, main_p->ledger->n_at_peak, main_p->ledger, main_p->pid);
+				offer_all(T, top, &n, p->tree->at_tree, p->tree->n_at_tree, alloc_view_ledger(p), p->pid);
+	} else if (main_p && alloc_view_ledger(main_p)->has_peak) {
+		alloc_touch_settle(main_p);
+		const struct ledger *l = alloc_view_ledger(main_p);
+		m->peak_charged = l->peak.charged;
+		m->peak_time = l->peak.time;
+		m->peak_rss = l->peak.rss;
+		offer_all(T, top, &n, l->at_peak, l->n_at_peak, l, main_p->pid);
 	}
 	if (fill(T, top, n, &m->peak_stacks, &m->n_peak))
 		return -1;

@@ -10,6 +10,7 @@
 #include "common/error.h"
 #include "common/snap.h"
 #include "tracer/core/session.h"
+#include "tracer/memory/alloc.h"
 #include "tracer/memory/ledger.h"
 #include "tracer/memory/peak.h"
 #include "tracer/output/export.h"
@@ -46,7 +47,7 @@ int snapshot_write(struct tracer *T, struct proc *p, int live)
 	int rc = tracer_write_snapshot(T, p, live, path);
 	if (rc == 0 && !live) {
 		p->pk->snap_written_at = tracer_now(T);
-		p->pk->snap_peak_time = p->ledger->peak.time;
+		p->pk->snap_peak_time = alloc_view_ledger(p)->peak.time;
 	}
 	if (rc == 0 && live)
 		notice("live state of process %d written to %s", (int)p->pid, path);
@@ -60,7 +61,8 @@ void snapshot_checkpoint(struct tracer *T)
 	static int failed;
 	double now = tracer_now(T);
 	for (struct proc *p = T->procs; p; p = p->next) {
-		if (!p->profiled || !p->ready || !p->ledger->has_peak || p->ledger->peak.time == p->pk->snap_peak_time)
+		if (!p->profiled || !p->ready || !alloc_view_ledger(p)->has_peak ||
+		    alloc_view_ledger(p)->peak.time == p->pk->snap_peak_time)
 			continue;
 		if (p->pk->snap_written_at && now - p->pk->snap_written_at < CHECKPOINT_SECONDS)
 			continue;

@@ -4,6 +4,7 @@
 
 #include "common/error.h"
 #include "tracer/core/session.h"
+#include "tracer/memory/alloc.h"
 #include "tracer/memory/ledger.h"
 #include "tracer/memory/tree.h"
 #include "tracer/output/export.h"
@@ -12,7 +13,7 @@
 
 void summary_peak(struct proc *p, const char *path)
 {
-	const struct ledger_peak *pk = &p->ledger->peak;
+	const struct ledger_peak *pk = &alloc_view_ledger(p)->peak;
 	notice("peak %.1f MiB resident (%.1f MiB reserved) at %.2f s; process peak RSS %.1f MiB",
 		(double)pk->charged / 1048576.0, (double)pk->reserved / 1048576.0, pk->time,
 		(double)p->vmhwm / 1048576.0);
@@ -49,7 +50,9 @@ int summary_budget(struct tracer *T, struct proc *p, int rc)
 {
 	if (!T->opts.max_peak || !p)
 		return rc;
-	uint64_t peak = p->ledger->peak.charged, charged = 0;
+	alloc_touch_settle(p);
+	const struct ledger *l = alloc_view_ledger(p);
+	uint64_t peak = l->peak.charged, charged = 0;
 	uint32_t node = STACKS_ROOT;
 	pid_t who = p->pid;
 	const char *what = "peak";
@@ -62,9 +65,9 @@ int summary_budget(struct tracer *T, struct proc *p, int rc)
 		peak = T->tree->charged;
 		what = "combined peak";
 	} else {
-		for (size_t j = 0; j < p->ledger->n_at_peak; j++)
-			if (p->ledger->at_peak[j].charged > charged) {
-				charged = p->ledger->at_peak[j].charged;
+		for (size_t j = 0; j < l->n_at_peak; j++)
+			if (l->at_peak[j].charged > charged) {
+				charged = l->at_peak[j].charged;
 				node = (uint32_t)j;
 			}
 	}

@@ -5,6 +5,7 @@
 #include "common/grow.h"
 #include "common/snap.h"
 #include "tracer/core/session.h"
+#include "tracer/memory/alloc.h"
 #include "tracer/memory/ledger.h"
 #include "tracer/memory/tree.h"
 #include "tracer/output/export.h"
@@ -17,8 +18,9 @@ static int from_live(struct tracer *T, struct proc *p, struct snap_proc *o)
 	o->pid = p->pid;
 	o->ppid = p->parent;
 	o->profiled = p->profiled;
-	o->peak = p->ledger->has_peak ? p->ledger->peak.charged : 0;
-	o->peak_time = p->ledger->peak.time;
+	const struct ledger *l = alloc_view_ledger(p);
+	o->peak = l->has_peak ? l->peak.charged : 0;
+	o->peak_time = l->peak.time;
 	o->at_combined = p->profiled && p->tree->gen && p->tree->gen == T->tree->gen ? p->tree->charged : 0;
 	o->vmhwm = p->vmhwm;
 	o->start = p->started;
@@ -83,7 +85,7 @@ static int add_stacks(struct tracer *T, struct snap *s, size_t *cap, const struc
 			return 0;
 		/* The ledger's arrays run past the stacks it has seen (they grow by steps): those are zero. */
 		for (size_t j = 0; j < p->tree->n_at_tree && j < T->stacks->n_nodes; j++) {
-			char kind = j < p->ledger->n_stacks && p->ledger->kind[j] ? p->ledger->kind[j] : SNAP_KIND_MMAP;
+			char kind = j < alloc_view_ledger(p)->n_stacks && alloc_view_ledger(p)->kind[j] ? alloc_view_ledger(p)->kind[j] : SNAP_KIND_MMAP;
 			if (add_stack(s, cap, map[j], kind, &p->tree->at_tree[j], i))
 				return -1;
 		}

@@ -168,6 +168,61 @@ static int in_allocator(struct tracer *T, struct tracee *t, long nr, const struc
 	}
 }
 
+/* Whether mapping call nr(a) can release resident pages, which the touch view must see at its exit. */
+static int touch_release_call(long nr, const uint64_t a[6])
+{
+	switch (nr) {
+	case SYS_munmap: case SYS_mremap: case SYS_brk:
+		return 1;
+	case SYS_mmap:
+		return (a[3] & MAP_FIXED) != 0;
+	case SYS_madvise:
+		/* MADV_FREE'd pages stay resident until reclaimed (a write keeps them): the residency poll sees them go. */
+		return is_release_advice((int)a[2]) && (int)a[2] != MADV_FREE;
+	default:
+		return 0;
+	}
+}
+
+/*
+ * The touch view's side of a mapping call that succeeded with ret: the pages
+ * it released or moved, whichever mappings they lie in (the allocator's, a
+ * file's private copy, memory from before the attach).
+ */
+static void touch_end(struct tracer *T, struct proc *p, const struct sc_call *sc, uint64_t ret)
+{
+	const uint64_t *a = sc->args;
+	switch (sc->nr) {
+	case SYS_mmap:
+		if (a[3] & MAP_FIXED)
+			alloc_released(T, p, ret, ret + page_up(a[1]));
+		return;
+	case SYS_munmap:
+		alloc_released(T, p, a[0], a[0] + page_up(a[1]));
+		return;
+	case SYS_mremap: {
+		uint64_t old = a[0], oldlen = page_up(a[1]), newlen = page_up(a[2]);
+		if (!oldlen)
+			return;
+		if (newlen < oldlen)
+			alloc_released(T, p, old + newlen, old + oldlen);
+		if (ret != old)
+			alloc_moved(T, p, old, newlen < oldlen ? newlen : oldlen, ret);
+		return;
+	}
+	case SYS_madvise:
+		if (touch_release_call(sc->nr, a))
+			alloc_released(T, p, page_down(a[0]), page_up(a[0] + a[1]));
+		return;
+	case SYS_brk:
+		if (p->brk_cur && page_up(ret) < p->brk_cur)
+			alloc_released(T, p, page_up(ret), p->brk_cur);
+		return;
+	default:
+		return;
+	}
+}
+
 int sysc_begin(struct tracer *T, struct tracee *t, long nr, const uint64_t a[6], const struct user_regs_struct *regs)
 {
 	struct proc *p = t->p;
@@ -176,8 +231,12 @@ int sysc_begin(struct tracer *T, struct tracee *t, long nr, const uint64_t a[6],
 	memcpy(sc->args, a, sizeof(sc->args));
 	struct ledger *l = p->ledger;
 	sc->heap = nr != SYS_execve && nr != SYS_execveat && in_allocator(T, t, nr, regs);
+	/*
+	 * The touch view follows every release, the allocator's own too (a trim, a
+	 * block of its own mapping freed or moved): its exit is seen for that.
+	 */
 	if (sc->heap)
-		return nr == SYS_brk ? 1 : 0;
+		return nr == SYS_brk || (p->touch && touch_release_call(nr, a));
 	switch (nr) {
 	case SYS_mmap:
 		if (!(a[3] & MAP_ANONYMOUS))
@@ -193,6 +252,7 @@ int sysc_begin(struct tracer *T, struct tracee *t, long nr, const uint64_t a[6],
 			return 1;
 		/* Done now: no exit stop, one stop fewer per munmap. */
 		ledger_remove(l, a[0], a[0] + page_up(a[1]));
+		alloc_released(T, p, a[0], a[0] + page_up(a[1]));
 		return 0;
 	case SYS_mremap:
 		p->mm->dirty = 1;
@@ -244,6 +304,8 @@ void sysc_end(struct tracer *T, struct tracee *t, uint64_t ret, const struct use
 	const struct sc_call *sc = t->sc;
 	const uint64_t *a = sc->args;
 	struct ledger *l = p->ledger;
+	if (p->touch && !is_err(ret))
+		touch_end(T, p, sc, ret);
 	if (sc->heap) {
 		/* The allocator's own mappings: its blocks are charged instead. Only the brk end is followed. */
 		if (sc->nr == SYS_brk && !is_err(ret))

@@ -47,6 +47,7 @@ struct thread_stacks {
 	 * before an attach). origin_in/out: the last stack so extended.
 	 */
 	uint32_t origin, origin_in, origin_out;
+	uint32_t fault_stack;      /* the stack of its last fault record with a stack (kernel/faults.c), STACKS_FAILED */
 };
 
 void capture_init(struct capture *c);

@@ -708,3 +708,14 @@ size_t pystack_read(struct pyproc *py, struct pynames *names, struct pystats *st
 	}
 	return m;
 }
+
+int pystack_runs_python(const struct modmap *mm, const struct modreg *reg)
+{
+	for (size_t i = 0; i < mm->n; i++) {
+		const struct modreg_entry *e = &reg->v[mm->v[i].gid];
+		uint64_t off;
+		if (e->sym && !e->copy && sym_dynamic_data(e->sym, "_PyRuntime", &off) == 0)
+			return 1;
+	}
+	return 0;
+}

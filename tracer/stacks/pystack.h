@@ -99,6 +99,12 @@ void pyproc_fin(struct pyproc *py);
  * them, PTFIL_PY_LAYOUT=compiled only with a compiled-in layout.
  */
 void pystack_detect(struct pyproc *py, const struct modmap *mm, const struct modreg *reg, pid_t pid);
+/*
+ * Whether one of the objects in mm is a CPython interpreter (it exports
+ * _PyRuntime): the process runs Python, whose frames are read live at each
+ * event (the paths that record events for later keep to native frames).
+ */
+int pystack_runs_python(const struct modmap *mm, const struct modreg *reg);
 
 /* True when module gid at offset `offset` is inside _PyEval_EvalFrameDefault. */
 static inline int pystack_is_eval(const struct pyproc *py, uint32_t gid, uint64_t offset)

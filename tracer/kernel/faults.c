@@ -1,0 +1,679 @@
+/*
+ * The fault path (kernel/faults.h): loading and attaching the programs of
+ * faults.bpf.c, the processes they follow, and their records applied to the
+ * touch view in the order the kernel wrote them.
+ */
+#include "tracer/kernel/faults.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/ptrace.h>
+#include <sys/syscall.h>
+#include <sys/user.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/error.h"
+#include "common/snap.h"
+#include "symbols/maps.h"
+#include "tracer/core/procfs.h"
+#include "tracer/core/session.h"
+#include "tracer/kernel/faults_rec.h"
+#include "tracer/kernel/kwait.h"
+#include "tracer/memory/alloc.h"
+#include "tracer/memory/resid.h"
+#include "tracer/stacks/capture.h"
+#include "tracer/stacks/pystack.h"
+#include "tracer/stacks/stacks.h"
+
+#ifdef HAVE_BPF
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <linux/perf_event.h>
+
+extern const unsigned char faults_bpf_obj[];
+extern const size_t faults_bpf_obj_len;
+#endif
+
+#define FAULTS_DEFAULT_RING (64u << 20)
+/* How often at most a process's pages are compared with the ledger for a rise no fault explained. */
+#define GROW_SCAN_SECONDS 0.005
+
+struct faults {
+	int open;
+	int started;
+	struct faults_stats stats;
+#ifdef HAVE_BPF
+	struct bpf_object *obj;
+	struct bpf_link *links[3];
+	int perf_fd;
+	struct ring_buffer *rb;
+	int tracked_fd, counters_fd, config_fd;
+	size_t ring_size;
+	size_t marked_threads;
+	int stop_signal;
+#endif
+	/* Pseudo frames of memory made resident from outside, made when first needed. */
+	uint32_t other_node, kthread_node, nostack_node;
+};
+
+int faults_on(const struct tracer *T)
+{
+	return T->kf && T->kf->open;
+}
+
+const struct faults_stats *faults_stats(struct tracer *T)
+{
+	static const struct faults_stats none;
+	return T->kf ? &T->kf->stats : &none;
+}
+
+#ifdef HAVE_BPF
+
+static int quiet_print(enum libbpf_print_level level, const char *fmt, va_list ap)
+{
+	const char *d = getenv("PTFIL_BPF_DEBUG");
+	if (!d || !*d || level == LIBBPF_DEBUG)
+		return 0;
+	return vfprintf(stderr, fmt, ap);
+}
+
+static int read_id(const char *path, unsigned long long *id)
+{
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return -1;
+	int ok = fscanf(f, "%llu", id) == 1;
+	fclose(f);
+	return ok ? 0 : -1;
+}
+
+/*
+ * The id of tracepoint kmem:rss_stat, which only tracefs says. Where it is
+ * not mounted, a child of ptfil's mounts it in a mount namespace of its own
+ * for the look-up (nothing changes for anyone else), and says the id
+ * through a pipe.
+ */
+static int rss_stat_id(unsigned long long *id)
+{
+	static const char *const where[] = { "/sys/kernel/tracing/events/kmem/rss_stat/id",
+					     "/sys/kernel/debug/tracing/events/kmem/rss_stat/id" };
+	for (size_t i = 0; i < 2; i++)
+		if (read_id(where[i], id) == 0)
+			return 0;
+	int fd[2];
+	if (pipe2(fd, O_CLOEXEC))
+		return -1;
+	pid_t pid = fork();
+	if (pid < 0) {
+		close(fd[0]);
+		close(fd[1]);
+		return -1;
+	}
+	if (pid == 0) {
+		unsigned long long v = 0;
+		if (unshare(CLONE_NEWNS) == 0 && mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) == 0 &&
+		    mount("tracefs", "/sys/kernel/tracing", "tracefs", 0, NULL) == 0)
+			read_id(where[0], &v);
+		_exit(write(fd[1], &v, sizeof(v)) == (ssize_t)sizeof(v) ? 0 : 1);
+	}
+	close(fd[1]);
+	unsigned long long v = 0;
+	ssize_t got = read(fd[0], &v, sizeof(v));
+	close(fd[0]);
+	int status;
+	waitpid(pid, &status, 0);
+	if (got != (ssize_t)sizeof(v) || !v)
+		return -1;
+	*id = v;
+	return 0;
+}
+
+static void say_errno(char *why, size_t n, const char *what, int err)
+{
+	if (err == EACCES && getenv("PTFIL_BPF_DEBUG") == NULL && geteuid() == 0)
+		snprintf(why, n, "%s failed: the kernel's verifier refused them (PTFIL_BPF_DEBUG=1 shows why)", what);
+	else if (err == EPERM || err == EACCES)
+		snprintf(why, n, "%s needs CAP_BPF and CAP_PERFMON (or root): %s", what, strerror(err));
+	else
+		snprintf(why, n, "%s failed: %s", what, strerror(err));
+}
+
+static size_t ring_bytes(void)
+{
+	const char *s = getenv("PTFIL_FAULT_RING_KIB");
+	if (!s || !*s)
+		return FAULTS_DEFAULT_RING;
+	char *end;
+	unsigned long long kib = strtoull(s, &end, 10);
+	size_t b = (size_t)kib << 10;
+	if (*end || kib < 64 || kib > (1ull << 30) || (b & (b - 1))) {
+		warning("PTFIL_FAULT_RING_KIB=%s is not a power of two of at least 64; using %u", s,
+			FAULTS_DEFAULT_RING >> 10);
+		return FAULTS_DEFAULT_RING;
+	}
+	return b;
+}
+
+static void close_bpf(struct faults *f)
+{
+	if (f->rb)
+		ring_buffer__free(f->rb);
+	f->rb = NULL;
+	for (int i = 0; i < 3; i++)
+		if (f->links[i])
+			bpf_link__destroy(f->links[i]);
+	memset(f->links, 0, sizeof(f->links));
+	if (f->perf_fd >= 0)
+		close(f->perf_fd);
+	f->perf_fd = -1;
+	if (f->obj)
+		bpf_object__close(f->obj);
+	f->obj = NULL;
+}
+
+static int on_ring(void *ctx, void *data, size_t len);
+
+static int open_fault_path(struct tracer *T, struct faults *f, char *why, size_t n)
+{
+	f->perf_fd = -1;
+	libbpf_set_print(quiet_print);
+	f->obj = bpf_object__open_mem(faults_bpf_obj, faults_bpf_obj_len, NULL);
+	if (!f->obj) {
+		snprintf(why, n, "cannot read ptfil's fault programs: %s", strerror(errno));
+		return -1;
+	}
+	f->ring_size = ring_bytes();
+	struct bpf_map *ring = bpf_object__find_map_by_name(f->obj, "ring");
+	if (!ring || bpf_map__set_max_entries(ring, (uint32_t)f->ring_size)) {
+		snprintf(why, n, "cannot size the fault ring");
+		return -1;
+	}
+	int err = bpf_object__load(f->obj);
+	if (err) {
+		say_errno(why, n, "loading the fault programs", err < 0 ? -err : err);
+		return -1;
+	}
+	static const char *const tp[2] = { "kf_fault_user", "kf_fault_kernel" };
+	for (int i = 0; i < 2; i++) {
+		struct bpf_program *p = bpf_object__find_program_by_name(f->obj, tp[i]);
+		f->links[i] = p ? bpf_program__attach(p) : NULL;
+		if (!f->links[i]) {
+			say_errno(why, n, "attaching to the page-fault tracepoints", errno);
+			return -1;
+		}
+	}
+	unsigned long long id;
+	if (rss_stat_id(&id)) {
+		snprintf(why, n, "the tracepoint kmem:rss_stat cannot be found (tracefs cannot be mounted)");
+		return -1;
+	}
+	struct perf_event_attr a;
+	memset(&a, 0, sizeof(a));
+	a.size = sizeof(a);
+	a.type = PERF_TYPE_TRACEPOINT;
+	a.config = id;
+	a.sample_period = 1;
+	/* One event carries the program: it runs at every hit of the tracepoint, on every CPU. */
+	f->perf_fd = (int)syscall(SYS_perf_event_open, &a, -1, 0, -1, PERF_FLAG_FD_CLOEXEC);
+	struct bpf_program *rss = bpf_object__find_program_by_name(f->obj, "kf_rss");
+	if (f->perf_fd < 0 || !rss || !(f->links[2] = bpf_program__attach_perf_event(rss, f->perf_fd))) {
+		say_errno(why, n, "attaching to kmem:rss_stat", errno);
+		return -1;
+	}
+	f->tracked_fd = bpf_object__find_map_fd_by_name(f->obj, "tracked");
+	f->counters_fd = bpf_object__find_map_fd_by_name(f->obj, "counters");
+	f->config_fd = bpf_object__find_map_fd_by_name(f->obj, "config");
+	int ring_fd = bpf_map__fd(ring);
+	if (f->tracked_fd < 0 || f->counters_fd < 0 || f->config_fd < 0 || ring_fd < 0) {
+		snprintf(why, n, "ptfil's fault programs lack a map");
+		return -1;
+	}
+	f->rb = ring_buffer__new(ring_fd, on_ring, T, NULL);
+	if (!f->rb) {
+		snprintf(why, n, "cannot read the fault ring: %s", strerror(errno));
+		return -1;
+	}
+	f->marked_threads = (size_t)-1;
+	return 0;
+}
+
+#else
+
+static int open_fault_path(struct tracer *T, struct faults *f, char *why, size_t n)
+{
+	(void)T;
+	(void)f;
+	snprintf(why, n, "ptfil was built without BPF (configure found no clang or libbpf-dev)");
+	return -1;
+}
+
+#endif
+
+int faults_choose(struct tracer *T)
+{
+	int mode = T->opts.charge;
+	/* --mappings-only asks for the alloc view of mappings alone. */
+	if (mode == CHARGE_ALLOC || (mode == CHARGE_AUTO && T->opts.no_heap))
+		return 0;
+	struct faults *f = calloc(1, sizeof(*f));
+	if (!f)
+		return error("out of memory");
+	f->other_node = f->kthread_node = f->nostack_node = STACKS_FAILED;
+	T->kf = f;
+	char why[512] = "";
+	if (open_fault_path(T, f, why, sizeof(why)) == 0) {
+		f->open = 1;
+		return 0;
+	}
+#ifdef HAVE_BPF
+	close_bpf(f);
+#endif
+	if (mode != CHARGE_AUTO)
+		return error("cannot charge memory to the code that made it resident (--charge %s): %s; "
+			     "--charge alloc works without it", mode == CHARGE_BOTH ? "both" : "touch", why);
+	notice("memory is charged to the code that allocated it (--charge alloc): the fault path cannot run: %s", why);
+	return 0;
+}
+
+int faults_view(struct tracer *T, struct proc *p)
+{
+	if (!faults_on(T))
+		return CHARGE_ALLOC;
+	int mode = T->opts.charge;
+	if (mode == CHARGE_AUTO && pystack_runs_python(p->mm, T->reg)) {
+		if (p->pid == T->main_pid)
+			notice("process %d runs Python, whose frames are read at each call: memory is charged to the code "
+			       "that allocated it (--charge touch charges it to the native code that made it resident)",
+			       (int)p->pid);
+		return CHARGE_ALLOC;
+	}
+	return mode == CHARGE_AUTO ? CHARGE_TOUCH : mode;
+}
+
+#ifdef HAVE_BPF
+
+/* The stop mark: each thread can write one record past it before its signal stops it. */
+static void set_marks(struct tracer *T)
+{
+	struct faults *f = T->kf;
+	if (f->marked_threads == T->n_threads)
+		return;
+	f->marked_threads = T->n_threads;
+	uint64_t ring = f->ring_size, room = (uint64_t)(T->n_threads + 4) * (sizeof(struct kf_big) + 16);
+	struct kf_config c = { ring > 2 * room ? ring - room : ring / 4, ring / 4, (unsigned long long)f->stop_signal };
+	uint32_t zero = 0;
+	if (bpf_map_update_elem(f->config_fd, &zero, &c, BPF_ANY))
+		warning_errno("cannot set the fault ring's marks");
+}
+
+int faults_start(struct tracer *T)
+{
+	struct faults *f = T->kf;
+	if (!faults_on(T) || f->started)
+		return 0;
+	if (kwait_start(T))
+		return -1;
+	f->started = 1;
+	f->stop_signal = kwait_stop_signal();
+	if (kwait_add(ring_buffer__epoll_fd(f->rb)))
+		return -1;
+	set_marks(T);
+	return 0;
+}
+
+int faults_track(struct tracer *T, struct proc *p)
+{
+	if (!faults_on(T) || !p->touch)
+		return 0;
+	uint32_t pid = (uint32_t)p->pid, one = 1;
+	if (bpf_map_update_elem(T->kf->tracked_fd, &pid, &one, BPF_ANY))
+		return error_errno("cannot follow the page faults of process %d", (int)p->pid);
+	return 0;
+}
+
+void faults_untrack(struct tracer *T, struct proc *p)
+{
+	if (!faults_on(T))
+		return;
+	uint32_t pid = (uint32_t)p->pid;
+	bpf_map_delete_elem(T->kf->tracked_fd, &pid);
+}
+
+static void to_regs(const struct kf_rec *r, struct user_regs_struct *u)
+{
+	memset(u, 0, sizeof(*u));
+	u->rip = r->regs[0];
+	u->rsp = r->regs[1];
+	u->rbp = r->regs[2];
+	u->rbx = r->regs[3];
+	u->r12 = r->regs[4];
+	u->r13 = r->regs[5];
+	u->r14 = r->regs[6];
+	u->r15 = r->regs[7];
+	u->rax = r->regs[8];
+	u->rcx = r->regs[9];
+	u->rdx = r->regs[10];
+	u->rsi = r->regs[11];
+	u->rdi = r->regs[12];
+	u->r8 = r->regs[13];
+	u->r9 = r->regs[14];
+	u->r10 = r->regs[15];
+	u->r11 = r->regs[16];
+}
+
+static uint32_t pseudo(struct tracer *T, uint32_t *node, const char *name)
+{
+	if (*node == STACKS_FAILED) {
+		uint32_t fr = stacks_pseudo_frame(T->stacks, name);
+		*node = fr == STACKS_FAILED ? STACKS_ROOT : stacks_intern(T->stacks, &fr, 1);
+	}
+	return *node;
+}
+
+/* The stack a record is charged to: its thread's, from its copy, the last one's, or a pseudo frame. */
+static uint32_t record_stack(struct tracer *T, struct proc *p, const struct kf_rec *r, size_t len)
+{
+	struct faults *f = T->kf;
+	if (r->flags & KF_KTHREAD)
+		return pseudo(T, &f->kthread_node, "[made resident by a kernel thread]");
+	if (r->flags & KF_OTHER)
+		return pseudo(T, &f->other_node, "[written by another process]");
+	struct tracee *t = tracer_find(T, (pid_t)r->tid);
+	if (!t || t->p != p)
+		return pseudo(T, &f->other_node, "[written by another process]");
+	if ((r->flags & KF_SAME) && t->st->fault_stack != STACKS_FAILED)
+		return t->st->fault_stack;
+	if (!(r->flags & KF_STACK) || len < sizeof(struct kf_rec) + r->stack_len)
+		return pseudo(T, &f->nostack_node, "[stack not readable]");
+	struct user_regs_struct regs;
+	to_regs(r, &regs);
+	const struct kf_big *b = (const struct kf_big *)(const void *)r;
+	uint32_t stack = capture_copied(T, t, &regs, b->stack, r->stack_len);
+	t->st->fault_stack = stack;
+	return stack;
+}
+
+/* A rise no fault explains, and a fall: what changed is found by comparing the pages with the ledger. */
+struct scan {
+	struct tracer *T;
+	struct proc *p;
+	uint32_t stack;
+	double time;
+	uint64_t bytes;
+};
+
+static void add_present(void *ctx, uint64_t start, uint64_t end)
+{
+	struct scan *s = ctx;
+	/* Only pages not charged yet are: the others keep their stacks. */
+	uint64_t before = s->p->touch->l.charged;
+	alloc_resident(s->T, s->p, start, end, s->stack, s->time, s->p->touch->rss_seen + s->p->touch->file_rss, 0);
+	s->bytes += s->p->touch->l.charged - before;
+}
+
+/* A region's pages found resident (a bitmap of its 512), by resid_present. */
+struct present {
+	uint64_t base;
+	uint64_t bits[PAGES_PER_REGION / 64];
+};
+
+static void mark_present(void *ctx, uint64_t start, uint64_t end)
+{
+	struct present *pr = ctx;
+	for (uint64_t a = start; a < end; a += 4096) {
+		uint64_t i = (a - pr->base) >> PAGES_SHIFT;
+		if (i < PAGES_PER_REGION)
+			pr->bits[i / 64] |= 1ull << (i % 64);
+	}
+}
+
+/*
+ * The pages the ledger charges that are not resident any more (unmapped with
+ * no stop seen, reclaimed, swapped out, MADV_FREE'd and taken back): released,
+ * the peak settled first. Returns the bytes released.
+ */
+static uint64_t scan_released(struct tracer *T, struct proc *p)
+{
+	struct touch *tv = p->touch;
+	uint64_t released = 0;
+	/* Regions first (the table changes as pages go). */
+	size_t n = 0;
+	uint64_t *idx = malloc((tv->pages.n ? tv->pages.n : 1) * sizeof(*idx));
+	if (!idx)
+		return 0;
+	for (size_t i = 0; i < tv->pages.cap && n < tv->pages.n; i++)
+		if (tv->pages.slot[i])
+			idx[n++] = tv->pages.slot[i]->index;
+	for (size_t k = 0; k < n; k++) {
+		struct present pr;
+		memset(&pr, 0, sizeof(pr));
+		pr.base = idx[k] << PAGES_REGION_SHIFT;
+		if (resid_present(p->resid, pr.base, pr.base + (1ull << PAGES_REGION_SHIFT), mark_present, &pr))
+			break;
+		for (uint64_t i = 0; i < PAGES_PER_REGION;) {
+			uint64_t a = pr.base + (i << PAGES_SHIFT);
+			if ((pr.bits[i / 64] >> (i % 64)) & 1 || pages_stack(&tv->pages, a) == PAGES_NONE) {
+				i++;
+				continue;
+			}
+			uint64_t j = i + 1;
+			while (j < PAGES_PER_REGION && !((pr.bits[j / 64] >> (j % 64)) & 1))
+				j++;
+			uint64_t before = tv->l.charged;
+			alloc_released(T, p, a, pr.base + (j << PAGES_SHIFT));
+			released += before - tv->l.charged;
+			i = j;
+		}
+	}
+	free(idx);
+	T->kf->stats.scans++;
+	T->kf->stats.scan_released += released;
+	return released;
+}
+
+/* Charges to stack every resident anonymous or private page of p that the ledger has not: a GUP, another writer. */
+static void scan_grown(struct tracer *T, struct proc *p, uint32_t stack, double time)
+{
+	struct maps maps;
+	if (proc_maps_read(p->pid, &maps)) {
+		maps_fin(&maps);
+		return;
+	}
+	struct scan s = { T, p, stack, time, 0 };
+	for (size_t i = 0; i < maps.n; i++) {
+		const struct maps_entry *e = &maps.v[i];
+		/* Private writable memory, anonymous or a file's copy-on-write pages (file pages are not the program's to charge). */
+		if (!(e->perms & MAPS_W) || (e->perms & MAPS_SHARED))
+			continue;
+		if (!maps_entry_is_anon(e))
+			continue;
+		resid_present(p->resid, e->start, e->end, add_present, &s);
+	}
+	maps_fin(&maps);
+	T->kf->stats.scans++;
+	T->kf->stats.scan_added += s.bytes;
+}
+
+void faults_charge_resident(struct tracer *T, struct proc *p, uint32_t stack)
+{
+	if (faults_on(T) && p->touch)
+		scan_grown(T, p, stack, tracer_now(T));
+}
+
+static int on_ring(void *ctx, void *data, size_t len)
+{
+	struct tracer *T = ctx;
+	struct faults *f = T->kf;
+	const struct kf_rec *r = data;
+	if (len < sizeof(*r))
+		return 0;
+	f->stats.records++;
+	struct proc *p = tracer_proc(T, (pid_t)r->owner);
+	if (!p || !p->touch || !p->profiled || !p->ready) {
+		f->stats.unknown++;
+		return 0;
+	}
+	double time = (double)r->time / 1e9 - T->t0;
+	struct touch *tv = p->touch;
+	switch (r->kind) {
+	case KF_FAULT:
+	case KF_COW: {
+		f->stats.faults += r->kind == KF_FAULT;
+		f->stats.cows += r->kind == KF_COW;
+		uint64_t size = r->size > 0 ? (uint64_t)r->size : 4096;
+		tv->rss_seen = r->rss;
+		alloc_resident(T, p, r->addr, r->addr + size, record_stack(T, p, r, len), time, r->rss + tv->file_rss,
+			       r->kind == KF_FAULT);
+		break;
+	}
+	case KF_GROW:
+		f->stats.grows++;
+		/* Where: not said. Found by a scan, soon, charged to the stack of what caused it. */
+		if (!tv->grow_pending || tv->grow_stack != record_stack(T, p, r, len)) {
+			if (tv->grow_pending)
+				scan_grown(T, p, tv->grow_stack, time);
+			tv->grow_stack = record_stack(T, p, r, len);
+			tv->grow_pending = 1;
+		}
+		tv->rss_seen = r->rss;
+		break;
+	case KF_SHRINK:
+		f->stats.shrinks++;
+		tv->rss_seen = r->rss;
+		break;
+	default:
+		break;
+	}
+	return 0;
+}
+
+static void refresh_counters(struct tracer *T)
+{
+	struct faults *f = T->kf;
+	int ncpu = libbpf_num_possible_cpus();
+	if (ncpu <= 0)
+		return;
+	uint64_t *v = calloc((size_t)ncpu, sizeof(*v));
+	if (!v)
+		return;
+	uint64_t sum[KF_NCOUNTERS] = { 0 };
+	for (uint32_t k = 0; k < KF_NCOUNTERS; k++)
+		if (bpf_map_lookup_elem(f->counters_fd, &k, v) == 0)
+			for (int c = 0; c < ncpu; c++)
+				sum[k] += v[c];
+	free(v);
+	f->stats.lost = sum[KF_C_LOST];
+	f->stats.stops = sum[KF_C_STOPS];
+	f->stats.reads = sum[KF_C_READS];
+	f->stats.stack_fails = sum[KF_C_STACKFAIL];
+	f->stats.same_stacks = sum[KF_C_SAME];
+	f->stats.stale = sum[KF_C_STALE];
+}
+
+void faults_drain(struct tracer *T)
+{
+	struct faults *f = T->kf;
+	if (!faults_on(T))
+		return;
+	set_marks(T);
+	/* Records written while the last ones were applied are read too, up to a bound (the caller comes back). */
+	for (int round = 0; round < 4 && ring_buffer__consume(f->rb) > 0; round++) {
+	}
+	double now = tracer_now(T);
+	for (struct proc *p = T->procs; p; p = p->next) {
+		struct touch *tv = p->touch;
+		if (!tv || !p->ready || !p->nthreads)
+			continue;
+		/* Without the mapping calls' stops, what the count lost is found in the pages, before anything else grows. */
+		if (tv->release_scans && tv->rss_seen < tv->l.charged)
+			scan_released(T, p);
+		if (!tv->grow_pending || now - tv->grow_scanned_at < GROW_SCAN_SECONDS)
+			continue;
+		tv->grow_pending = 0;
+		tv->grow_scanned_at = now;
+		scan_grown(T, p, tv->grow_stack, now);
+	}
+}
+
+void faults_poll(struct tracer *T, struct proc *p)
+{
+	struct touch *tv = p->touch;
+	if (!faults_on(T) || !tv || !p->ready || !p->nthreads)
+		return;
+	faults_drain(T);
+	/* Pages that went with no call ptfil stops at: reclaimed, swapped out, MADV_FREE'd and taken back. */
+	uint64_t anon = resid_anon(p->resid), rss = resid_rss(p->resid);
+	if (rss >= anon)
+		tv->file_rss = rss - anon;
+	if (anon && anon < tv->l.charged)
+		scan_released(T, p);
+}
+
+int faults_owns_stop(struct tracer *T, struct tracee *t, int status)
+{
+	return faults_on(T) && T->kf->started && kwait_owns_stop(t, status);
+}
+
+int faults_leave(struct tracer *T)
+{
+	struct faults *f = T->kf;
+	if (!faults_on(T))
+		return 0;
+	for (struct proc *p = T->procs; p; p = p->next)
+		faults_untrack(T, p);
+	faults_drain(T);
+	int n = 0;
+	for (size_t h = 0; h < TRACER_HASH; h++)
+		for (struct tracee *t = T->threads[h]; t; t = t->hnext)
+			/* As kheap_leave: a queued back-pressure signal is reported (and suppressed) before the thread is let go. */
+			if (t->parked && !t->exiting && !t->group_stop &&
+			    procfs_signal(t->tid, "SigPnd", f->stop_signal) == 1 && ptrace(PTRACE_CONT, t->tid, 0, 0) == 0) {
+				t->parked = 0;
+				n++;
+			}
+	return n;
+}
+
+void faults_end(struct tracer *T)
+{
+	struct faults *f = T->kf;
+	if (!faults_on(T))
+		return;
+	faults_drain(T);
+	refresh_counters(T);
+	if (f->stats.lost)
+		warning("%llu page fault records did not fit in the ring buffer: the touch view is not exact "
+			"(a larger PTFIL_FAULT_RING_KIB keeps them)", (unsigned long long)f->stats.lost);
+	if (f->started)
+		kwait_end();
+	f->started = 0;
+	close_bpf(f);
+	f->open = 0;
+}
+
+#else
+
+int faults_start(struct tracer *T) { (void)T; return 0; }
+void faults_charge_resident(struct tracer *T, struct proc *p, uint32_t stack) { (void)T; (void)p; (void)stack; }
+void faults_poll(struct tracer *T, struct proc *p) { (void)T; (void)p; }
+int faults_track(struct tracer *T, struct proc *p) { (void)T; (void)p; return 0; }
+void faults_untrack(struct tracer *T, struct proc *p) { (void)T; (void)p; }
+void faults_drain(struct tracer *T) { (void)T; }
+int faults_owns_stop(struct tracer *T, struct tracee *t, int status) { (void)T; (void)t; (void)status; return 0; }
+int faults_leave(struct tracer *T) { (void)T; return 0; }
+void faults_end(struct tracer *T) { (void)T; }
+
+#endif
+
+void faults_free(struct tracer *T)
+{
+	faults_end(T);
+	free(T->kf);
+	T->kf = NULL;
+}
