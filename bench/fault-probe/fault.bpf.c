@@ -189,11 +189,6 @@ static __always_inline __u32 copy_stack(struct fp_big *r, __u64 sp, __u64 ip, __
 	struct stk n = {};
 	__u64 len;
 
-	if (dedup && s && s->ip == ip && s->sp == sp && s->bp == bp) {
-		count(FP_C_SAME);
-		r->h.info |= FP_F_SAMESTACK;
-		return 0;
-	}
 	if (!s || sp < s->lo || sp >= s->hi) {
 		count(FP_C_FINDVMA);
 		if (bpf_find_vma(bpf_get_current_task_btf(), sp, vma_bounds, &n, 0) || sp < n.lo || sp >= n.hi)
@@ -261,30 +256,48 @@ static __always_inline void fill(struct fp_rec *h, __u32 kind, __u32 owner, __u6
 	h->regs[FP_R11] = BPF_CORE_READ(u, r11);
 }
 
+/* (D) whether this thread's previous stack record had the same (ip, sp, bp): then the stack is
+ * taken to be the same and not copied again (a loop filling memory, a syscall faulting page
+ * after page). Updates the remembered key. */
+static __always_inline int same_stack(struct pt_regs *u)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	struct stk *s = bpf_map_lookup_elem(&stacks, &tid);
+	__u64 ip = BPF_CORE_READ(u, ip), sp = BPF_CORE_READ(u, sp), bp = BPF_CORE_READ(u, bp);
+	if (!s)
+		return 0;	/* copy_stack makes the entry */
+	if (s->ip == ip && s->sp == sp && s->bp == bp)
+		return 1;
+	return 0;
+}
+
 static __always_inline void emit(__u32 kind, __u32 owner, __u64 addr, __u64 size, __u64 info, struct pt_regs *u)
 {
 	count(FP_C_EVENTS);
 	if (mode == 0)
 		return;
-	if (mode == 1 || !u) {
-		struct fp_rec *r = bpf_ringbuf_reserve(&rb, sizeof(*r), 0);
+	if (mode == 2 && u && dedup && same_stack(u)) {
+		count(FP_C_SAME);
+		info |= FP_F_SAMESTACK;
+	} else if (mode == 2 && u) {
+		struct fp_big *r = bpf_ringbuf_reserve(&rb, sizeof(*r), 0);
 		if (!r) {
 			count(FP_C_LOST);
 			submit_flags();
 			return;
 		}
-		fill(r, kind, owner, addr, size, info, u);
+		fill(&r->h, kind, owner, addr, size, info, u);
+		r->h.stack_len = copy_stack(r, r->h.regs[FP_RSP], r->h.regs[FP_RIP], r->h.regs[FP_RBP]);
 		bpf_ringbuf_submit(r, submit_flags());
 		return;
 	}
-	struct fp_big *r = bpf_ringbuf_reserve(&rb, sizeof(*r), 0);
+	struct fp_rec *r = bpf_ringbuf_reserve(&rb, sizeof(*r), 0);
 	if (!r) {
 		count(FP_C_LOST);
 		submit_flags();
 		return;
 	}
-	fill(&r->h, kind, owner, addr, size, info, u);
-	r->h.stack_len = copy_stack(r, r->h.regs[FP_RSP], r->h.regs[FP_RIP], r->h.regs[FP_RBP]);
+	fill(r, kind, owner, addr, size, info, u);
 	bpf_ringbuf_submit(r, submit_flags());
 }
 

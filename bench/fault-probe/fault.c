@@ -131,7 +131,7 @@ static void account(const struct fp_rec *r, size_t size)
 	records++;
 	rec_bytes += size;
 	kind_n[r->kind & 7]++;
-	if (size > sizeof(struct fp_rec) || (r->kind == FP_PERF && perf_stack)) {
+	if (size > sizeof(struct fp_rec) || (r->info & FP_F_SAMESTACK) || (r->kind == FP_PERF && perf_stack)) {
 		stack_recs++;
 		stack_sum += r->stack_len;
 		if (!r->stack_len)
@@ -463,6 +463,17 @@ int main(int argc, char **argv)
 	for (int i = 0; i < npr; i++)
 		perf_drain(&pr[i]);
 	double drain_cpu = cpu_self() - c0, wall = t1 - t0;
+	/* perf writes a PERF_RECORD_LOST only before a later sample that fits: what was lost at
+	 * the end is only seen as the count of events (children's folded in at their exit) less
+	 * the samples read. */
+	uint64_t perf_count = 0;
+	for (int i = 0; i < npr; i++) {
+		uint64_t v;
+		if (read(pr[i].fd, &v, sizeof(v)) == sizeof(v))
+			perf_count += v;
+	}
+	if (npr && perf_count > (uint64_t)kind_n[FP_PERF] && perf_count - kind_n[FP_PERF] > (uint64_t)perf_lost)
+		perf_lost = perf_count - kind_n[FP_PERF];
 
 	uint64_t cnt[FP_NCOUNTERS] = { 0 };
 	if (skel) {

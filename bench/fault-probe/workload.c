@@ -1,8 +1,10 @@
 /*
  * The targets of the fault-path measurement (docs/fault-path.md): one program, the workload
  * named by its first argument. Each prints one line at its end:
- *   wl=NAME role=main|child pid=PID work_s=SECONDS minflt=N rss_anon_kb=END rss_anon0_kb=START
- * work_s and minflt cover the workload's core only (after start-up, before the report);
+ *   wl=NAME role=main|child pid=PID work_s=SECONDS cpu_s=SECONDS minflt=N rss_anon_kb=END rss_anon0_kb=START
+ * work_s (wall), cpu_s (user + system time of every thread: where the kernel's probes run, and
+ * not the time spent waiting for a CPU that other programs hold) and minflt cover the
+ * workload's core only (after start-up, before the report);
  * rss_anon_kb is /proc/self/status's RssAnon just before exit, rss_anon0_kb at the start.
  *
  *   fill4k [MiB]    one thread writes one byte per 4 KiB page of a fresh mapping, THP off (512)
@@ -50,7 +52,7 @@
 
 #define MiB (1ul << 20)
 static const char *wl;
-static double t0;
+static double t0, cpu0;
 static long flt0, rss0;
 
 static double now(void)
@@ -58,6 +60,13 @@ static double now(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static double cpu(void)
+{
+	struct rusage ru;
+	getrusage(RUSAGE_SELF, &ru);
+	return ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
 }
 
 static long minflt(void)
@@ -84,15 +93,16 @@ static void begin(void)
 {
 	rss0 = rss_anon_kb();
 	flt0 = minflt();
+	cpu0 = cpu();
 	t0 = now();
 }
 
 static void report(const char *role)
 {
-	double t = now() - t0;
+	double t = now() - t0, c = cpu() - cpu0;
 	long f = minflt() - flt0;
-	printf("wl=%s role=%s pid=%d work_s=%.6f minflt=%ld rss_anon_kb=%ld rss_anon0_kb=%ld\n", wl, role, (int)getpid(),
-	       t, f, rss_anon_kb(), rss0);
+	printf("wl=%s role=%s pid=%d work_s=%.6f cpu_s=%.6f minflt=%ld rss_anon_kb=%ld rss_anon0_kb=%ld\n", wl, role,
+	       (int)getpid(), t, c, f, rss_anon_kb(), rss0);
 	fflush(stdout);
 }
 
