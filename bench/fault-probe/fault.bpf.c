@@ -191,15 +191,24 @@ static __always_inline __u32 copy_stack(struct fp_big *r, __u64 sp, __u64 ip, __
 
 	if (!s || sp < s->lo || sp >= s->hi) {
 		count(FP_C_FINDVMA);
-		if (bpf_find_vma(bpf_get_current_task_btf(), sp, vma_bounds, &n, 0) || sp < n.lo || sp >= n.hi)
-			n.hi = sp + FP_STACK;	/* unknown: try the whole window */
 		n.ip = ip;
 		n.sp = sp;
 		n.bp = bp;
-		bpf_map_update_elem(&stacks, &tid, &n, BPF_ANY);
-		s = bpf_map_lookup_elem(&stacks, &tid);
-		if (!s)
-			return 0;
+		long err = bpf_find_vma(bpf_get_current_task_btf(), sp, vma_bounds, &n, 0);
+		if (err)
+			count(FP_C_FINDVMA_ERR);
+		if (err || sp < n.lo || sp >= n.hi) {
+			/* Not found (the lock was busy, or the registers are not this mm's: an
+			 * exec in progress): try the whole window once, remember nothing. */
+			n.lo = sp;
+			n.hi = sp + FP_STACK;
+			s = &n;
+		} else {
+			bpf_map_update_elem(&stacks, &tid, &n, BPF_ANY);
+			s = bpf_map_lookup_elem(&stacks, &tid);
+			if (!s)
+				return 0;
+		}
 	} else {
 		s->ip = ip;
 		s->sp = sp;
@@ -215,6 +224,33 @@ static __always_inline __u32 copy_stack(struct fp_big *r, __u64 sp, __u64 ip, __
 		len = FP_STACK;
 	if (len && !bpf_probe_read_user(r->stack, len, (void *)sp))
 		return (__u32)len;
+	/* A page in the window is not resident: the main thread's stack has a hole between its
+	 * argument tables and its strings (the kernel's random offset, up to 8 KiB), never
+	 * touched. Copy up to the first missing page, and take that as the thread's top from
+	 * now on (the frames are all below it). */
+	__u64 page = sp & ~4095ull;
+	__u8 probe;
+#pragma unroll
+	for (int k = 1; k <= 2; k++) {
+		__u64 p = page + k * 4096;
+		if (p >= sp + len)
+			break;
+		if (bpf_probe_read_user(&probe, 1, (void *)p)) {
+			len = (p - sp) & (2 * FP_STACK - 1);
+			if (len > FP_STACK)
+				len = FP_STACK;
+			if (len && !bpf_probe_read_user(r->stack, len, (void *)sp)) {
+				count(FP_C_HOLE);
+				if (s != &n)
+					s->hi = p;
+				return (__u32)len;
+			}
+			break;
+		}
+	}
+	/* The stack pointer's own page is missing (being faulted in), or the mapping
+	 * changed: look it up again next time. */
+	bpf_map_delete_elem(&stacks, &tid);
 	count(FP_C_STACKFAIL);
 	r->h.info |= FP_F_NOSTACK;
 	return 0;

@@ -4,7 +4,7 @@
  * program, drains the records on this process's CPU into a ledger of resident pages, and
  * prints one line of key=value results.
  *
- * Usage: fault [-m bare|t|f|p] [-s 0|1|2] [-A] [-D] [-k] [-r RING] [-w WAKE] [-B BP] -- PROG ARGS
+ * Usage: fault [-m bare|t|r|f|p] [-s 0|1|2] [-A] [-D] [-k] [-r RING] [-w WAKE] [-B BP] [-U K] -- PROG ARGS
  *   -m  t: BPF on exceptions:page_fault_user/kernel, write faults only; f: BPF fentry on
  *       folio_add_new_anon_rmap; p: perf_event_open(PERF_COUNT_SW_PAGE_FAULTS, period 1,
  *       inherit); bare: nothing attached, the same launcher
@@ -15,6 +15,8 @@
  *   -D  (BPF, -s 2) no stack copy when (ip, sp, bp) equal the thread's previous record's
  *   -k  (p) kernel-mode faults too (exclude_kernel = 0: needs perf_event_paranoid < 2 or
  *       CAP_PERFMON); without it the event counts user-mode faults only
+ *   -U  unwind every K-th stack record of the launched process in the drainer (libunwind over
+ *       the copy and the module files) and print the time per unwind
  *   -B  back-pressure: the program is ptraced (PTRACE_SEIZE, TRACECLONE); the BPF program
  *       sends SIGSTOP to the faulting thread past BP unread bytes; the drainer drains and
  *       restarts the thread with the signal suppressed
@@ -46,6 +48,7 @@
 #include <bpf/libbpf.h>
 #include "fault.h"
 #include "fault.skel.h"
+#include "unwind.h"
 
 static void die(const char *what)
 {
@@ -121,7 +124,7 @@ static void charge(uint32_t owner, uint64_t addr, int64_t size)
 			owners[i].charged += 4096;
 }
 
-static int perf_stack, getenv_dump;
+static int perf_stack, getenv_dump, stack_fail_dumped;
 static long records, rec_bytes, dup_records, kind_n[8], stack_recs, stack_sum, stack_zero, same_stack, other_recs,
 	kthread_recs, large_recs, nostack;
 
@@ -154,16 +157,44 @@ static void account(const struct fp_rec *r, size_t size)
 		after += owners[i].charged;
 	if (after == before && (int64_t)r->size > 0)
 		dup_records++;
+	if (getenv_dump && (r->info & FP_F_NOSTACK) && stack_fail_dumped++ < 5)
+		fprintf(stderr, "nostack tid=%u addr=%#llx sp=%#llx ip=%#llx\n", r->tid, (unsigned long long)r->addr,
+			(unsigned long long)r->regs[FP_RSP], (unsigned long long)r->regs[FP_RIP]);
 	if (getenv_dump && (r->info & (FP_F_OTHER | FP_F_KTHREAD)) && (int64_t)r->size > 0)
 		fprintf(stderr, "rec kind=%u tid=%u tgid=%u owner=%u addr=%#llx size=%lld info=%#llx ip=%#llx\n", r->kind,
 			r->tid, r->tgid, r->owner, (unsigned long long)r->addr, (long long)r->size,
 			(unsigned long long)r->info, (unsigned long long)r->regs[FP_RIP]);
 }
 
+/* -U K: every K-th stack record of the launched process is unwound here, timed. */
+static int unwind_every;
+static pid_t unwind_pid;
+static long unwind_seen, unwinds, unwind_frames;
+static double unwind_s, unwind_first_s;
+
+static void maybe_unwind(const struct fp_big *b, size_t size)
+{
+	if (!unwind_every || size < sizeof(*b) || !b->h.stack_len || b->h.tgid != (uint32_t)unwind_pid ||
+	    (unwind_seen++ % unwind_every))
+		return;
+	uint64_t ips[64];
+	struct timespec t0, t1;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);	/* the drainer's CPU time: it shares the machine */
+	int n = fu_unwind((const uint64_t *)b->h.regs, b->stack, b->h.stack_len, ips, 64);
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
+	double d = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+	if (!unwinds)
+		unwind_first_s = d;	/* cold: module tables read, libunwind's caches empty */
+	unwind_s += d;
+	unwinds++;
+	unwind_frames += n;
+}
+
 static int on_record(void *ctx, void *data, size_t size)
 {
 	(void)ctx;
 	account(data, size);
+	maybe_unwind(data, size);
 	return 0;
 }
 
@@ -255,7 +286,7 @@ int main(int argc, char **argv)
 	const char *m = "t";
 	int c, smode = 1, every = 0, dedup = 0, kmode = 0;
 	uint64_t ring = 64 << 20, wake = 0, bp = 0;
-	while ((c = getopt(argc, argv, "+m:s:ADkr:w:B:")) != -1) {
+	while ((c = getopt(argc, argv, "+m:s:ADkr:w:B:U:")) != -1) {
 		switch (c) {
 		case 'm': m = optarg; break;
 		case 's': smode = atoi(optarg); break;
@@ -265,8 +296,9 @@ int main(int argc, char **argv)
 		case 'r': ring = strtoull(optarg, NULL, 0); break;
 		case 'w': wake = strtoull(optarg, NULL, 0); break;
 		case 'B': bp = strtoull(optarg, NULL, 0); break;
+		case 'U': unwind_every = atoi(optarg); break;
 		default:
-			fprintf(stderr, "usage: fault [-m bare|t|f|p] [-s 0|1|2] [-A] [-D] [-k] [-r RING] [-w WAKE] [-B BP] -- PROG ARGS\n");
+			fprintf(stderr, "usage: fault [-m bare|t|r|f|p] [-s 0|1|2] [-A] [-D] [-k] [-r RING] [-w WAKE] [-B BP] [-U K] -- PROG ARGS\n");
 			return 2;
 		}
 	}
@@ -302,6 +334,9 @@ int main(int argc, char **argv)
 		_exit(127);
 	}
 	close(go[0]);
+	unwind_pid = pid;
+	if (unwind_every)
+		fu_init(pid);
 	if (traced && ptrace(PTRACE_SEIZE, pid, 0, PTRACE_O_TRACECLONE | PTRACE_O_EXITKILL))
 		die("PTRACE_SEIZE");
 
@@ -491,7 +526,7 @@ int main(int argc, char **argv)
 	printf("probe=%s mode=%d%s%s%s status=%d wall_s=%.4f target_cpu_s=%.3f drainer_cpu_s=%.3f records=%ld rec_bytes=%ld "
 	       "dup_records=%ld user=%ld kernel=%ld folio=%ld perf=%ld rssrec=%ld stack_recs=%ld stack_avg=%.0f stack_zero=%ld "
 	       "same_stack=%ld other=%ld kthread=%ld large=%ld events=%llu reads=%llu lost=%llu perf_lost=%ld "
-	       "stackfail=%llu findvma=%llu clamped=%llu signals=%llu stops=%ld rss=%llu rss_fault=%llu rss_neg=%llu "
+	       "stackfail=%llu holes=%llu findvma=%llu findvma_err=%llu clamped=%llu signals=%llu stops=%ld rss=%llu rss_fault=%llu rss_neg=%llu "
 	       "stale=%llu",
 	       m, smode, every ? "A" : "", dedup ? "D" : "", kmode ? "k" : "",
 	       WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status), wall, tcpu, drain_cpu, records, rec_bytes,
@@ -499,10 +534,15 @@ int main(int argc, char **argv)
 	       stack_recs ? (double)stack_sum / stack_recs : 0.0, stack_zero, same_stack, other_recs, kthread_recs,
 	       large_recs, (unsigned long long)cnt[FP_C_EVENTS], (unsigned long long)cnt[FP_C_READ],
 	       (unsigned long long)cnt[FP_C_LOST], perf_lost, (unsigned long long)cnt[FP_C_STACKFAIL],
-	       (unsigned long long)cnt[FP_C_FINDVMA], (unsigned long long)cnt[FP_C_CLAMPED],
+	       (unsigned long long)cnt[FP_C_HOLE], (unsigned long long)cnt[FP_C_FINDVMA], (unsigned long long)cnt[FP_C_FINDVMA_ERR],
+	       (unsigned long long)cnt[FP_C_CLAMPED],
 	       (unsigned long long)cnt[FP_C_SIGNAL], stops, (unsigned long long)cnt[FP_C_RSS],
 	       (unsigned long long)cnt[FP_C_RSS_FAULT], (unsigned long long)cnt[FP_C_RSS_NEG],
 	       (unsigned long long)cnt[FP_C_STALE]);
+	if (unwind_every)
+		printf(" unwinds=%ld unwind_cpu_us=%.2f first_unwind_cpu_us=%.1f frames_avg=%.1f remote_reads=%ld", unwinds,
+		       unwinds ? unwind_s * 1e6 / unwinds : 0.0, unwind_first_s * 1e6, unwinds ? (double)unwind_frames / unwinds : 0.0,
+		       fu_remote_reads);
 	printf(" charged_kb=");
 	for (int i = 0; i < NOWNERS && owners[i].owner; i++)
 		printf("%s%u:%llu", i ? "," : "", owners[i].owner, (unsigned long long)owners[i].charged / 1024);

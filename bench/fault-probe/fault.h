@@ -40,6 +40,8 @@ enum {
 	FP_C_RSS,		/* (r) rss_stat events on a traced mm's MM_ANONPAGES */
 	FP_C_RSS_FAULT,		/* (r) ... that completed a write fault in flight */
 	FP_C_RSS_NEG,		/* (r) ... that decreased it (zap, reclaim) */
+	FP_C_FINDVMA_ERR,	/* bpf_find_vma failed (EBUSY: lock or irq_work busy, ENOENT) */
+	FP_C_HOLE,		/* stack copies cut at a missing page below the mapping's end */
 	FP_C_STALE,		/* (r) write faults on a missing page that made no anonymous page */
 	FP_NCOUNTERS
 };

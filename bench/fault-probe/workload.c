@@ -25,6 +25,7 @@
  *   forkcow         fill 100 MiB, fork; the child writes half of it, then both report
  *   zeroread        read one byte per page of a fresh 100 MiB (the zero page)
  *   stacktop        a new thread fills 64 MiB from its start routine, near the top of its stack
+ *   deep            fill 64 MiB 20 calls deep (for the unwind timing, fault -U)
  *   collapse        write every other 4 KiB page of 8 MiB (THP off), then MADV_COLLAPSE it into 4
  *                   huge pages: the collapse makes the other half resident
  */
@@ -156,6 +157,14 @@ static void *top_filler(void *arg)
 	for (size_t i = 0; i < len; i += 4096)
 		p[i] = 1;
 	return NULL;
+}
+
+static int deep(int d, char *p, size_t len)
+{
+	if (d)
+		return deep(d - 1, p, len) + 1;
+	touch(p, len);
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -298,6 +307,10 @@ int main(int argc, char **argv)
 		begin();
 		pthread_create(&t, NULL, top_filler, (void *)(64 * MiB));
 		pthread_join(t, NULL);
+	} else if (!strcmp(wl, "deep")) {
+		begin();
+		char *p = map(64 * MiB, 0);
+		deep(20, p, 64 * MiB);
 	} else if (!strcmp(wl, "collapse")) {
 		size_t len = 8 * MiB;
 		char *raw = map(len + 2 * MiB, 0);
