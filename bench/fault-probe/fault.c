@@ -19,7 +19,10 @@
  *       the copy and the module files) and print the time per unwind
  *   -B  back-pressure: the program is ptraced (PTRACE_SEIZE, TRACECLONE); the BPF program
  *       sends SIGSTOP to the faulting thread past BP unread bytes; the drainer drains and
- *       restarts the thread with the signal suppressed
+ *       restarts the thread with the signal suppressed. (p) BP is a count K instead: a second
+ *       perf event per CPU with sample_period K and sigtrap (opened at the exec stop, as
+ *       sigtrap needs remove_on_exec) sends the thread a SIGTRAP every K faults; the drainer
+ *       drains at that stop and suppresses the signal
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -337,8 +340,10 @@ int main(int argc, char **argv)
 	unwind_pid = pid;
 	if (unwind_every)
 		fu_init(pid);
-	if (traced && ptrace(PTRACE_SEIZE, pid, 0, PTRACE_O_TRACECLONE | PTRACE_O_EXITKILL))
+	if (traced && ptrace(PTRACE_SEIZE, pid, 0,
+			     PTRACE_O_TRACECLONE | PTRACE_O_EXITKILL | (perf ? PTRACE_O_TRACEEXEC : 0)))
 		die("PTRACE_SEIZE");
+	int trap_fds[256], ntrap = 0;
 
 	struct fault_bpf *skel = NULL;
 	struct ring_buffer *rb = NULL;
@@ -474,9 +479,40 @@ int main(int argc, char **argv)
 			if (!WIFSTOPPED(status))
 				continue;
 			int sig = WSTOPSIG(status);
+			if (perf && status >> 16 == PTRACE_EVENT_EXEC && !ntrap) {
+				/* The watchdog: K faults per thread at most between two drains. */
+				struct perf_event_attr a;
+				memset(&a, 0, sizeof(a));
+				a.size = sizeof(a);
+				a.type = PERF_TYPE_SOFTWARE;
+				a.config = PERF_COUNT_SW_PAGE_FAULTS;
+				a.sample_period = bp;
+				a.inherit = 1;
+				a.inherit_thread = 1;
+				a.remove_on_exec = 1;
+				a.sigtrap = 1;
+				a.sig_data = 0xfa17;
+				a.exclude_kernel = !kmode;
+				a.exclude_hv = 1;
+				for (int cpu = 0; cpu < npr; cpu++) {
+					int fd = (int)syscall(SYS_perf_event_open, &a, w, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+					if (fd < 0)
+						die("perf_event_open sigtrap");
+					trap_fds[ntrap++] = fd;
+				}
+			}
 			if (status >> 16) {
 				ptrace(PTRACE_CONT, w, 0, 0);
 				continue;
+			}
+			if (perf && sig == SIGTRAP) {
+				siginfo_t si;
+				if (!ptrace(PTRACE_GETSIGINFO, w, 0, &si) && si.si_code == 6 /* TRAP_PERF */) {
+					stops++;
+					for (int i = 0; i < npr; i++)
+						perf_drain(&pr[i]);
+					sig = 0;
+				}
 			}
 			if (sig == SIGSTOP) {
 				stops++;
@@ -554,6 +590,8 @@ int main(int argc, char **argv)
 		munmap(pr[i].meta, pr[i].size + 4096);
 		close(pr[i].fd);
 	}
+	for (int i = 0; i < ntrap; i++)
+		close(trap_fds[i]);
 	if (rb)
 		ring_buffer__free(rb);
 	fault_bpf__destroy(skel);

@@ -25,6 +25,8 @@
  *   forkcow         fill 100 MiB, fork; the child writes half of it, then both report
  *   zeroread        read one byte per page of a fresh 100 MiB (the zero page)
  *   stacktop        a new thread fills 64 MiB from its start routine, near the top of its stack
+ *   khugepaged      as collapse, but leaves the collapse to khugepaged: waits up to 60 s for
+ *                   AnonHugePages to reach 8 MiB
  *   deep            fill 64 MiB 20 calls deep (for the unwind timing, fault -U)
  *   collapse        write every other 4 KiB page of 8 MiB (THP off), then MADV_COLLAPSE it into 4
  *                   huge pages: the collapse makes the other half resident
@@ -159,6 +161,19 @@ static void *top_filler(void *arg)
 	return NULL;
 }
 
+static long anon_huge_kb(void)
+{
+	char line[256];
+	long kb = -1;
+	FILE *f = fopen("/proc/self/smaps_rollup", "r");
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "AnonHugePages: %ld", &kb) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kb;
+}
+
 static int deep(int d, char *p, size_t len)
 {
 	if (d)
@@ -171,7 +186,7 @@ int main(int argc, char **argv)
 {
 	wl = argc > 1 ? argv[1] : "fill4k";
 	size_t mib = argc > 2 ? strtoul(argv[2], NULL, 0) : 0;
-	int thp = !strcmp(wl, "fillthp") || !strcmp(wl, "collapse");
+	int thp = !strcmp(wl, "fillthp") || !strcmp(wl, "collapse") || !strcmp(wl, "khugepaged");
 	if (!thp)
 		prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0);	/* every mapping of the process, MAP_POPULATE's too */
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -307,6 +322,17 @@ int main(int argc, char **argv)
 		begin();
 		pthread_create(&t, NULL, top_filler, (void *)(64 * MiB));
 		pthread_join(t, NULL);
+	} else if (!strcmp(wl, "khugepaged")) {
+		size_t len = 8 * MiB;
+		char *raw = map(len + 2 * MiB, 0);
+		char *p = (char *)(((uintptr_t)raw + 2 * MiB - 1) & ~(2 * MiB - 1));
+		madvise(p, len, MADV_NOHUGEPAGE);
+		begin();
+		for (size_t i = 0; i < len; i += 8192)
+			p[i] = 1;
+		madvise(p, len, MADV_HUGEPAGE);
+		for (int i = 0; i < 600 && anon_huge_kb() < 8192; i++)
+			usleep(100000);
 	} else if (!strcmp(wl, "deep")) {
 		begin();
 		char *p = map(64 * MiB, 0);
