@@ -28,6 +28,7 @@ const volatile __u64 wake_bytes = 1 << 20;	/* 0: the ringbuf's default wakeups *
 const volatile __u64 bp_bytes = 0;	/* back-pressure: stop the writing thread past this */
 const volatile __u32 bp_signal = 19;	/* SIGSTOP */
 const volatile __u32 mech = 't';	/* 't', 'r' (the fault programs' behaviour) */
+const volatile __u32 coalesce = 0;	/* (r) 1: a syscall's kernel-mode faults and GUP growth as runs */
 
 #define PG_HEAD_BIT 6			/* enum pageflags PG_head on 6.18 (vmlinux.h) */
 #define USER_END 0x00007ffffffff000ull	/* TASK_SIZE_MAX with 4-level paging */
@@ -107,6 +108,24 @@ struct {
 	__type(key, __u32);
 	__type(value, struct inflight);
 } pending SEC(".maps");
+
+/* (r, -C) per thread: the pages of one syscall not yet written as a record, continuing the
+ * thread's last record (same user ip and sp: the same call). */
+struct run {
+	__u64 ip, sp;
+	__u64 start;	/* first page of the run, 0 for GUP growth (no address) */
+	__u64 next;	/* the address that continues it */
+	__u64 size;
+	__u64 info;
+	__u32 owner;
+	__u32 pad;
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, struct run);
+} runs SEC(".maps");
 
 static __always_inline void count(__u32 i)
 {
@@ -337,6 +356,8 @@ static __always_inline void emit(__u32 kind, __u32 owner, __u64 addr, __u64 size
 	bpf_ringbuf_submit(r, submit_flags());
 }
 
+static __always_inline void run_flush(__u32 tid);
+
 static __always_inline int fault(__u64 address, unsigned long error_code, __u32 kind)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
@@ -366,6 +387,8 @@ static __always_inline int fault(__u64 address, unsigned long error_code, __u32 
 		bpf_map_update_elem(&pending, &tid, &f, BPF_ANY);
 		if (!(error_code & 1))
 			return 0;
+		if (coalesce)
+			run_flush(tid);
 	}
 	emit(kind, tgid, address, 4096, error_code, u);
 	return 0;
@@ -414,6 +437,59 @@ int BPF_PROG(new_anon, struct folio *folio, struct vm_area_struct *vma, unsigned
 		u = (struct pt_regs *)bpf_task_pt_regs(cur);	/* the writer's, for its pid and ip */
 	}
 	emit(FP_FOLIO, own, address, size, info, u);
+	return 0;
+}
+
+/* (-C) Writes the thread's run, if it has one, as a record: before any other record of the
+ * thread, and at the end of its syscall. */
+static __always_inline void run_flush(__u32 tid)
+{
+	struct run *rn = bpf_map_lookup_elem(&runs, &tid);
+	if (!rn)
+		return;
+	if (rn->size) {
+		struct fp_rec *r = bpf_ringbuf_reserve(&rb, sizeof(*r), 0);
+		if (r) {
+			fill(r, FP_RUN, rn->owner, rn->start, rn->size, rn->info | FP_F_SAMESTACK, NULL);
+			r->regs[FP_RIP] = rn->ip;
+			r->regs[FP_RSP] = rn->sp;
+			bpf_ringbuf_submit(r, submit_flags());
+			count(FP_C_RUN_FLUSH);
+		} else {
+			count(FP_C_LOST);
+		}
+	}
+	bpf_map_delete_elem(&runs, &tid);
+}
+
+/* (-C) Folds a kernel-mode fault or a GUP growth into the thread's run when it continues it;
+ * else flushes the run and starts a new one after this record (which the caller emits).
+ * Returns 1 when folded. */
+static __always_inline int run_fold(__u32 tid, __u32 own, struct pt_regs *u, __u64 addr, __u64 size, __u64 info)
+{
+	__u64 ip = BPF_CORE_READ(u, ip), sp = BPF_CORE_READ(u, sp);
+	struct run *rn = bpf_map_lookup_elem(&runs, &tid);
+	if (rn && rn->ip == ip && rn->sp == sp && rn->owner == own && (addr ? addr == rn->next : !rn->next)) {
+		if (!rn->size)
+			rn->start = addr;
+		rn->size += size;
+		rn->next = addr ? addr + size : 0;
+		count(FP_C_RUN_EXTEND);
+		return 1;
+	}
+	run_flush(tid);
+	struct run n = { .ip = ip, .sp = sp, .next = addr ? addr + size : 0, .info = info, .owner = own };
+	bpf_map_update_elem(&runs, &tid, &n, BPF_ANY);
+	return 0;
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(on_sys_exit, struct pt_regs *regs, long ret)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	if (!bpf_map_lookup_elem(&tracked, &tgid))
+		return 0;
+	run_flush((__u32)bpf_get_current_pid_tgid());
 	return 0;
 }
 
@@ -497,6 +573,14 @@ int rss(struct rss_stat_args *ctx)
 		count(FP_C_RSS_FAULT);
 		if (done)
 			return 0;
+		if (coalesce) {
+			if (!(info & 4) && u) {	/* X86_PF_USER clear: a fault inside a syscall */
+				if (run_fold(tid, own, u, addr & ~4095ull, size, info))
+					return 0;
+			} else {
+				run_flush(tid);
+			}
+		}
 		emit(FP_RSS, own, addr, size, info, u);
 		return 0;
 	}
@@ -510,6 +594,10 @@ int rss(struct rss_stat_args *ctx)
 		count(FP_C_KTHREAD);
 	} else if (info & FP_F_OTHER) {
 		count(FP_C_OTHER);
+	} else if (coalesce && u) {
+		/* Growth in the thread's own syscall (GUP): no address, so the run is its size. */
+		if (run_fold(tid, own, u, 0, (__u64)delta, info))
+			return 0;
 	}
 	emit(FP_RSS, own, addr, (__u64)delta, info, u);
 	return 0;

@@ -4,7 +4,7 @@
  * program, drains the records on this process's CPU into a ledger of resident pages, and
  * prints one line of key=value results.
  *
- * Usage: fault [-m bare|t|r|f|p] [-s 0|1|2] [-A] [-D] [-k] [-r RING] [-w WAKE] [-B BP] [-U K] -- PROG ARGS
+ * Usage: fault [-m bare|t|r|f|p] [-s 0|1|2] [-A] [-C] [-D] [-k] [-r RING] [-w WAKE] [-B BP] [-U K] -- PROG ARGS
  *   -m  t: BPF on exceptions:page_fault_user/kernel, write faults only; f: BPF fentry on
  *       folio_add_new_anon_rmap; p: perf_event_open(PERF_COUNT_SW_PAGE_FAULTS, period 1,
  *       inherit); bare: nothing attached, the same launcher
@@ -12,6 +12,9 @@
  *       (BPF: clamped to the stack mapping's end; perf: PERF_SAMPLE_STACK_USER 8192)
  *   -A  wake the drainer at every record (BPF: the ringbuf's default; perf: wakeup_events 1)
  *       instead of past the watermark -w (default ring / 4)
+ *   -C  (r) coalesce: a syscall's kernel-mode faults (read() into a fresh buffer) and GUP
+ *       growth (MAP_POPULATE, mlock...) extend a per-thread run, written as one record when it
+ *       breaks, before the thread's next record, or at the syscall's exit (raw_syscalls:sys_exit)
  *   -D  (BPF, -s 2) no stack copy when (ip, sp, bp) equal the thread's previous record's
  *   -k  (p) kernel-mode faults too (exclude_kernel = 0: needs perf_event_paranoid < 2 or
  *       CAP_PERFMON); without it the event counts user-mode faults only
@@ -287,13 +290,14 @@ static uint64_t tracepoint_id(const char *group, const char *name)
 int main(int argc, char **argv)
 {
 	const char *m = "t";
-	int c, smode = 1, every = 0, dedup = 0, kmode = 0;
+	int c, smode = 1, every = 0, dedup = 0, kmode = 0, coalesce = 0;
 	uint64_t ring = 64 << 20, wake = 0, bp = 0;
-	while ((c = getopt(argc, argv, "+m:s:ADkr:w:B:U:")) != -1) {
+	while ((c = getopt(argc, argv, "+m:s:ACDkr:w:B:U:")) != -1) {
 		switch (c) {
 		case 'm': m = optarg; break;
 		case 's': smode = atoi(optarg); break;
 		case 'A': every = 1; break;
+		case 'C': coalesce = 1; break;
 		case 'D': dedup = 1; break;
 		case 'k': kmode = 1; break;
 		case 'r': ring = strtoull(optarg, NULL, 0); break;
@@ -301,7 +305,7 @@ int main(int argc, char **argv)
 		case 'B': bp = strtoull(optarg, NULL, 0); break;
 		case 'U': unwind_every = atoi(optarg); break;
 		default:
-			fprintf(stderr, "usage: fault [-m bare|t|r|f|p] [-s 0|1|2] [-A] [-D] [-k] [-r RING] [-w WAKE] [-B BP] [-U K] -- PROG ARGS\n");
+			fprintf(stderr, "usage: fault [-m bare|t|r|f|p] [-s 0|1|2] [-A] [-C] [-D] [-k] [-r RING] [-w WAKE] [-B BP] [-U K] -- PROG ARGS\n");
 			return 2;
 		}
 	}
@@ -410,6 +414,7 @@ int main(int argc, char **argv)
 		skel->rodata->target_tgid = pid;
 		skel->rodata->mode = smode;
 		skel->rodata->dedup = dedup;
+		skel->rodata->coalesce = coalesce;
 		skel->rodata->wake_bytes = every ? 0 : wake;
 		skel->rodata->bp_bytes = bp;
 		if (bpf_map__set_max_entries(skel->maps.rb, ring))
@@ -419,6 +424,7 @@ int main(int argc, char **argv)
 		bpf_program__set_autoload(skel->progs.fault_user, t);
 		bpf_program__set_autoload(skel->progs.fault_kernel, t);
 		bpf_program__set_autoload(skel->progs.rss, r);
+		bpf_program__set_autoload(skel->progs.on_sys_exit, r && coalesce);
 		bpf_program__set_autoload(skel->progs.new_anon, !t);
 		if (fault_bpf__load(skel))
 			die("fault_bpf__load");
@@ -559,17 +565,18 @@ int main(int argc, char **argv)
 		free(vals);
 	}
 	double tcpu = ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6 + ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
-	printf("probe=%s mode=%d%s%s%s status=%d wall_s=%.4f target_cpu_s=%.3f drainer_cpu_s=%.3f records=%ld rec_bytes=%ld "
+	printf("probe=%s mode=%d%s%s%s%s status=%d wall_s=%.4f target_cpu_s=%.3f drainer_cpu_s=%.3f records=%ld rec_bytes=%ld "
 	       "dup_records=%ld user=%ld kernel=%ld folio=%ld perf=%ld rssrec=%ld stack_recs=%ld stack_avg=%.0f stack_zero=%ld "
 	       "same_stack=%ld other=%ld kthread=%ld large=%ld events=%llu reads=%llu lost=%llu perf_lost=%ld "
-	       "stackfail=%llu holes=%llu findvma=%llu findvma_err=%llu clamped=%llu signals=%llu stops=%ld rss=%llu rss_fault=%llu rss_neg=%llu "
+	       "runs=%llu run_folded=%llu stackfail=%llu holes=%llu findvma=%llu findvma_err=%llu clamped=%llu signals=%llu stops=%ld rss=%llu rss_fault=%llu rss_neg=%llu "
 	       "stale=%llu",
-	       m, smode, every ? "A" : "", dedup ? "D" : "", kmode ? "k" : "",
+	       m, smode, every ? "A" : "", coalesce ? "C" : "", dedup ? "D" : "", kmode ? "k" : "",
 	       WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status), wall, tcpu, drain_cpu, records, rec_bytes,
 	       dup_records, kind_n[FP_FAULT_USER], kind_n[FP_FAULT_KERNEL], kind_n[FP_FOLIO], kind_n[FP_PERF], kind_n[FP_RSS], stack_recs,
 	       stack_recs ? (double)stack_sum / stack_recs : 0.0, stack_zero, same_stack, other_recs, kthread_recs,
 	       large_recs, (unsigned long long)cnt[FP_C_EVENTS], (unsigned long long)cnt[FP_C_READ],
-	       (unsigned long long)cnt[FP_C_LOST], perf_lost, (unsigned long long)cnt[FP_C_STACKFAIL],
+	       (unsigned long long)cnt[FP_C_LOST], perf_lost, (unsigned long long)cnt[FP_C_RUN_FLUSH],
+	       (unsigned long long)cnt[FP_C_RUN_EXTEND], (unsigned long long)cnt[FP_C_STACKFAIL],
 	       (unsigned long long)cnt[FP_C_HOLE], (unsigned long long)cnt[FP_C_FINDVMA], (unsigned long long)cnt[FP_C_FINDVMA_ERR],
 	       (unsigned long long)cnt[FP_C_CLAMPED],
 	       (unsigned long long)cnt[FP_C_SIGNAL], stops, (unsigned long long)cnt[FP_C_RSS],

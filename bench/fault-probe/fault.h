@@ -14,6 +14,8 @@ enum {
 	FP_RSS,			/* (r) the mm's anonymous page count moved: size = bytes (signed), addr = the
 				 * address of the thread's write fault in flight, 0 when none (GUP, another
 				 * process, a kernel thread, a release) */
+	FP_RUN,			/* (r, -C) more pages of the thread's previous record, same syscall:
+				 * addr = first of them (0 for GUP), size = their bytes */
 };
 
 /* (f) who made the folio resident, in info's high bits. */
@@ -42,6 +44,8 @@ enum {
 	FP_C_RSS_NEG,		/* (r) ... that decreased it (zap, reclaim) */
 	FP_C_FINDVMA_ERR,	/* bpf_find_vma failed (EBUSY: lock or irq_work busy, ENOENT) */
 	FP_C_HOLE,		/* stack copies cut at a missing page below the mapping's end */
+	FP_C_RUN_EXTEND,	/* (-C) records folded into a run */
+	FP_C_RUN_FLUSH,		/* (-C) runs emitted */
 	FP_C_STALE,		/* (r) write faults on a missing page that made no anonymous page */
 	FP_NCOUNTERS
 };

@@ -27,6 +27,7 @@
  *   stacktop        a new thread fills 64 MiB from its start routine, near the top of its stack
  *   khugepaged      as collapse, but leaves the collapse to khugepaged: waits up to 60 s for
  *                   AnonHugePages to reach 8 MiB
+ *   syscalls        1,000,000 getppid() calls (what a syscall-exit hook costs)
  *   deep            fill 64 MiB 20 calls deep (for the unwind timing, fault -U)
  *   collapse        write every other 4 KiB page of 8 MiB (THP off), then MADV_COLLAPSE it into 4
  *                   huge pages: the collapse makes the other half resident
@@ -41,6 +42,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -333,6 +335,10 @@ int main(int argc, char **argv)
 		madvise(p, len, MADV_HUGEPAGE);
 		for (int i = 0; i < 600 && anon_huge_kb() < 8192; i++)
 			usleep(100000);
+	} else if (!strcmp(wl, "syscalls")) {
+		begin();
+		for (int i = 0; i < 1000000; i++)
+			syscall(SYS_getppid);
 	} else if (!strcmp(wl, "deep")) {
 		begin();
 		char *p = map(64 * MiB, 0);
