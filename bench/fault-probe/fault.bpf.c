@@ -28,7 +28,8 @@ const volatile __u64 wake_bytes = 1 << 20;	/* 0: the ringbuf's default wakeups *
 const volatile __u64 bp_bytes = 0;	/* back-pressure: stop the writing thread past this */
 const volatile __u32 bp_signal = 19;	/* SIGSTOP */
 const volatile __u32 mech = 't';	/* 't', 'r' (the fault programs' behaviour) */
-const volatile __u32 coalesce = 0;	/* (r) 1: a syscall's kernel-mode faults and GUP growth as runs */
+const volatile __u32 coalesce = 0;
+const volatile __u32 attach_mode = 0;	/* the target was running before: learn its mm at its events */	/* (r) 1: a syscall's kernel-mode faults and GUP growth as runs */
 
 #define PG_HEAD_BIT 6			/* enum pageflags PG_head on 6.18 (vmlinux.h) */
 #define USER_END 0x00007ffffffff000ull	/* TASK_SIZE_MAX with 4-level paging */
@@ -369,6 +370,11 @@ static __always_inline int fault(__u64 address, unsigned long error_code, __u32 
 	}
 	if (address >= USER_END)
 		return 0;
+	if (attach_mode) {
+		__u64 mm = (__u64)bpf_get_current_task_btf()->mm;
+		if (!bpf_map_lookup_elem(&mms, &mm))
+			bpf_map_update_elem(&mms, &mm, &tgid, BPF_NOEXIST);
+	}
 	if (kind == FP_FAULT_KERNEL)
 		count(FP_C_KERNEL_MODE);
 	/* The thread's user registers: for a user-mode fault the tracepoint's regs are those;
@@ -514,12 +520,20 @@ int rss(struct rss_stat_args *ctx)
 		return 0;
 	struct task_struct *cur = bpf_get_current_task_btf();
 	__u32 id = ctx->mm_id, own = 0;
+	__s64 size_now = ctx->size;
 	__u64 info = 0, addr = 0;
 	struct pt_regs *u = NULL;
 	struct rss_seen *seen = bpf_map_lookup_elem(&rss_last, &id);
 	if (ctx->curr) {
 		__u64 mm = (__u64)cur->mm;
 		__u32 *o = bpf_map_lookup_elem(&mms, &mm);
+		if (!o && attach_mode) {
+			__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+			if (!bpf_map_lookup_elem(&tracked, &tgid))
+				return 0;
+			bpf_map_update_elem(&mms, &mm, &tgid, BPF_NOEXIST);
+			o = bpf_map_lookup_elem(&mms, &mm);
+		}
 		if (!o)
 			return 0;
 		own = *o;
@@ -527,8 +541,9 @@ int rss(struct rss_stat_args *ctx)
 		u = (struct pt_regs *)bpf_task_pt_regs(cur);
 		if (!seen || !seen->owner) {
 			/* First sight in its own process: an exec'd mm counts from 0, a fork
-			 * child from what its parent's copy left (seen->last). */
-			struct rss_seen n = { .last = seen ? seen->last : 0, .owner = own };
+			 * child from what its parent's copy left (seen->last), an attached
+			 * process from now (what it had is [before attach]). */
+			struct rss_seen n = { .last = seen ? seen->last : attach_mode ? size_now : 0, .owner = own };
 			bpf_map_update_elem(&rss_last, &id, &n, BPF_ANY);
 			bpf_map_update_elem(&mm_ids, &mm, &id, BPF_ANY);
 			seen = bpf_map_lookup_elem(&rss_last, &id);

@@ -4,7 +4,7 @@
  * program, drains the records on this process's CPU into a ledger of resident pages, and
  * prints one line of key=value results.
  *
- * Usage: fault [-m bare|t|r|f|p] [-s 0|1|2] [-A] [-C] [-D] [-k] [-r RING] [-w WAKE] [-B BP] [-U K] -- PROG ARGS
+ * Usage: fault [-m bare|t|r|f|p] [-s 0|1|2] [-A] [-C] [-D] [-k] [-r RING] [-w WAKE] [-B BP] [-U K] [-p PID [-d S]] [-- PROG ARGS]
  *   -m  t: BPF on exceptions:page_fault_user/kernel, write faults only; f: BPF fentry on
  *       folio_add_new_anon_rmap; p: perf_event_open(PERF_COUNT_SW_PAGE_FAULTS, period 1,
  *       inherit); bare: nothing attached, the same launcher
@@ -20,6 +20,8 @@
  *       CAP_PERFMON); without it the event counts user-mode faults only
  *   -U  unwind every K-th stack record of the launched process in the drainer (libunwind over
  *       the copy and the module files) and print the time per unwind
+ *   -p  attach to the running process PID instead of launching PROG (its threads as they are, and
+ *       what it forks from now on) for -d SECONDS (5), then detach; it runs on unharmed
  *   -B  back-pressure: the program is ptraced (PTRACE_SEIZE, TRACECLONE); the BPF program
  *       sends SIGSTOP to the faulting thread past BP unread bytes; the drainer drains and
  *       restarts the thread with the signal suppressed. (p) BP is a count K instead: a second
@@ -28,6 +30,7 @@
  *       drains at that stop and suppresses the signal
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/perf_event.h>
@@ -67,6 +70,20 @@ static double now(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static long rss_anon_kb(pid_t pid)
+{
+	char path[64], line[256];
+	long kb = -1;
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	FILE *f = fopen(path, "r");
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "RssAnon: %ld", &kb) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return kb;
 }
 
 static double cpu_self(void)
@@ -292,7 +309,9 @@ int main(int argc, char **argv)
 	const char *m = "t";
 	int c, smode = 1, every = 0, dedup = 0, kmode = 0, coalesce = 0;
 	uint64_t ring = 64 << 20, wake = 0, bp = 0;
-	while ((c = getopt(argc, argv, "+m:s:ACDkr:w:B:U:")) != -1) {
+	pid_t attach_pid = 0;
+	double duration = 5;
+	while ((c = getopt(argc, argv, "+m:s:ACDkr:w:B:U:p:d:")) != -1) {
 		switch (c) {
 		case 'm': m = optarg; break;
 		case 's': smode = atoi(optarg); break;
@@ -304,16 +323,21 @@ int main(int argc, char **argv)
 		case 'w': wake = strtoull(optarg, NULL, 0); break;
 		case 'B': bp = strtoull(optarg, NULL, 0); break;
 		case 'U': unwind_every = atoi(optarg); break;
+		case 'p': attach_pid = atoi(optarg); break;
+		case 'd': duration = atof(optarg); break;
 		default:
-			fprintf(stderr, "usage: fault [-m bare|t|r|f|p] [-s 0|1|2] [-A] [-C] [-D] [-k] [-r RING] [-w WAKE] [-B BP] [-U K] -- PROG ARGS\n");
+			fprintf(stderr, "usage: fault [-m bare|t|r|f|p] [-s 0|1|2] [-A] [-C] [-D] [-k] [-r RING] [-w WAKE] [-B BP] [-U K] [-p PID [-d S]] [-- PROG ARGS]\n");
 			return 2;
 		}
 	}
-	if (optind >= argc)
+	if (optind >= argc && !attach_pid)
 		return fprintf(stderr, "fault: no program\n"), 2;
+	if (attach_pid && bp)
+		return fprintf(stderr, "fault: no back-pressure under -p (the bench stops only threads it launched)\n"), 2;
 	if (!wake)
 		wake = ring / 4;
 	int bare = !strcmp(m, "bare"), perf = !strcmp(m, "p"), traced = bp != 0;
+	long rss_attach = 0;
 	getenv_dump = getenv("FAULT_DUMP") != NULL;
 	pageset = calloc(1ul << SET_BITS, sizeof(*pageset));
 	if (!pageset)
@@ -327,10 +351,12 @@ int main(int argc, char **argv)
 	int go[2];
 	if (sfd < 0 || pipe2(go, O_CLOEXEC))
 		die("signalfd/pipe");
-	pid_t pid = fork();
+	pid_t pid = attach_pid ? attach_pid : fork();
 	if (pid < 0)
 		die("fork");
-	if (pid == 0) {
+	if (attach_pid) {
+		close(go[0]);
+	} else if (pid == 0) {
 		char b;
 		prctl(PR_SET_PDEATHSIG, SIGKILL);
 		sigprocmask(SIG_UNBLOCK, &chld, NULL);
@@ -340,7 +366,8 @@ int main(int argc, char **argv)
 		execv(argv[optind], argv + optind);
 		_exit(127);
 	}
-	close(go[0]);
+	if (!attach_pid)
+		close(go[0]);
 	unwind_pid = pid;
 	if (unwind_every)
 		fu_init(pid);
@@ -393,20 +420,47 @@ int main(int argc, char **argv)
 		npr = libbpf_num_possible_cpus();
 		if (npr > 256)
 			npr = 256;
-		for (int cpu = 0; cpu < npr; cpu++) {
-			struct perf_ring *r = &pr[cpu];
-			r->fd = (int)syscall(SYS_perf_event_open, &a, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
-			if (r->fd < 0)
-				die("perf_event_open");
-			r->size = ring;
-			r->meta = mmap(NULL, ring + 4096, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd, 0);
-			if (r->meta == MAP_FAILED)
-				die("mmap perf ring");
-			r->data = (char *)r->meta + 4096;
-			e.data.u32 = 1;
-			if (epoll_ctl(ep, EPOLL_CTL_ADD, r->fd, &e))
-				die("epoll perf");
+		pid_t tids[1024];
+		int ntids = 0;
+		if (attach_pid) {
+			/* A perf event follows one thread (and, with inherit, what it creates from
+			 * now on): one per thread that exists, each CPU's into that CPU's ring. */
+			a.enable_on_exec = 0;
+			a.disabled = 0;
+			char dir[64];
+			snprintf(dir, sizeof(dir), "/proc/%d/task", (int)pid);
+			DIR *d = opendir(dir);
+			struct dirent *de;
+			while (d && (de = readdir(d)) && ntids < 1024)
+				if (de->d_name[0] != '.')
+					tids[ntids++] = atoi(de->d_name);
+			if (d)
+				closedir(d);
+		} else {
+			tids[ntids++] = pid;
 		}
+		/* One ring per (thread, CPU): an inherited event's output cannot be redirected into
+		 * another thread's event's ring (PERF_EVENT_IOC_SET_OUTPUT: EINVAL). */
+		int ncpu = npr;
+		npr = 0;
+		for (int t = 0; t < ntids; t++) {
+			for (int cpu = 0; cpu < ncpu && npr < 256; cpu++) {
+				struct perf_ring *r = &pr[npr++];
+				r->fd = (int)syscall(SYS_perf_event_open, &a, tids[t], cpu, -1, PERF_FLAG_FD_CLOEXEC);
+				if (r->fd < 0)
+					die("perf_event_open");
+				r->size = ring;
+				r->meta = mmap(NULL, ring + 4096, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd, 0);
+				if (r->meta == MAP_FAILED)
+					die("mmap perf ring");
+				r->data = (char *)r->meta + 4096;
+				e.data.u32 = 1;
+				if (epoll_ctl(ep, EPOLL_CTL_ADD, r->fd, &e))
+					die("epoll perf");
+			}
+		}
+		if (attach_pid)
+			rss_attach = rss_anon_kb(pid);
 	} else if (!bare) {
 		skel = fault_bpf__open();
 		if (!skel)
@@ -415,6 +469,7 @@ int main(int argc, char **argv)
 		skel->rodata->mode = smode;
 		skel->rodata->dedup = dedup;
 		skel->rodata->coalesce = coalesce;
+		skel->rodata->attach_mode = attach_pid != 0;
 		skel->rodata->wake_bytes = every ? 0 : wake;
 		skel->rodata->bp_bytes = bp;
 		if (bpf_map__set_max_entries(skel->maps.rb, ring))
@@ -448,6 +503,12 @@ int main(int argc, char **argv)
 			if (!bpf_program__attach_perf_event(skel->progs.rss, fd))
 				die("attach rss_stat");
 		}
+		if (attach_pid) {
+			uint32_t k = pid, one = 1;
+			if (bpf_map_update_elem(bpf_map__fd(skel->maps.tracked), &k, &one, BPF_ANY))
+				die("tracked");
+			rss_attach = rss_anon_kb(pid);	/* nothing was recorded before this */
+		}
 		rb = ring_buffer__new(bpf_map__fd(skel->maps.rb), on_record, NULL, NULL);
 		if (!rb)
 			die("ring_buffer__new");
@@ -457,8 +518,8 @@ int main(int argc, char **argv)
 	}
 
 	double c0 = cpu_self(), t0 = now(), t1 = 0;
-	long stops = 0;
-	if (write(go[1], "x", 1) != 1)
+	long stops = 0, rss_detach = 0;
+	if (!attach_pid && write(go[1], "x", 1) != 1)
 		die("write");
 	close(go[1]);
 	int status = 0;
@@ -528,7 +589,17 @@ int main(int argc, char **argv)
 			}
 			ptrace(PTRACE_CONT, w, 0, sig);
 		}
-		while (!traced && (w = wait4(pid, &status, WNOHANG, &ru)) == pid) {
+		if (attach_pid && (now() - t0 >= duration || kill(pid, 0))) {
+			/* Detach first, then read the count: every record drained after is older. */
+			if (skel)
+				fault_bpf__detach(skel);
+			for (int i = 0; i < npr; i++)
+				ioctl(pr[i].fd, PERF_EVENT_IOC_DISABLE, 0);
+			rss_detach = rss_anon_kb(pid);
+			t1 = now();
+			break;
+		}
+		while (!traced && !attach_pid && (w = wait4(pid, &status, WNOHANG, &ru)) == pid) {
 			t1 = now();
 			break;
 		}
@@ -586,6 +657,8 @@ int main(int argc, char **argv)
 		printf(" unwinds=%ld unwind_cpu_us=%.2f first_unwind_cpu_us=%.1f frames_avg=%.1f remote_reads=%ld", unwinds,
 		       unwinds ? unwind_s * 1e6 / unwinds : 0.0, unwind_first_s * 1e6, unwinds ? (double)unwind_frames / unwinds : 0.0,
 		       fu_remote_reads);
+	if (attach_pid)
+		printf(" attached_s=%.2f rss_anon_attach_kb=%ld rss_anon_detach_kb=%ld", t1 - t0, rss_attach, rss_detach);
 	printf(" charged_kb=");
 	for (int i = 0; i < NOWNERS && owners[i].owner; i++)
 		printf("%s%u:%llu", i ? "," : "", owners[i].owner, (unsigned long long)owners[i].charged / 1024);
@@ -599,6 +672,7 @@ int main(int argc, char **argv)
 	}
 	for (int i = 0; i < ntrap; i++)
 		close(trap_fds[i]);
+
 	if (rb)
 		ring_buffer__free(rb);
 	fault_bpf__destroy(skel);
