@@ -86,6 +86,7 @@ static const char *kind_name(char kind)
 	case 'b': return "brk";
 	case 'h': return "heap";
 	case 'p': return "pseudo";
+	case 't': return "resident";
 	default: return "?";
 	}
 }
@@ -319,7 +320,9 @@ static void draw_header(const struct view *v)
 	char procs[32] = "";
 	if (m->processes != 1)
 		snprintf(procs, sizeof(procs), "; %d processes", m->processes);
-	putf(1, 0, w, "now %s charged, RSS %s; peak %s at %.1f s%s", now, rss, peak, m->peak_time, procs);
+	putf(1, 0, w, "now %s charged, RSS %s; peak %s at %.1f s%s; %s", now, rss, peak, m->peak_time, procs,
+	     m->touch ? "view touch: charged to the code that made it resident"
+		      : "view alloc: charged to the code that allocated it");
 }
 
 /* The line under the sparkline: its scale, and where the peak is. */

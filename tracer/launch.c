@@ -74,6 +74,21 @@ static struct sock_filter filter[] = {
 
 static pid_t child_pid;
 
+/*
+ * The touch view needs no stop at brk: what the heap's growth makes resident
+ * the faults say, and what a shrink takes back the page count's fall does
+ * (kernel/faults.c compares the pages then). So brk leaves the filter unless
+ * the alloc view is asked for alone, where it is followed as before.
+ */
+static void filter_for(const struct tracer *T)
+{
+	if (!faults_on(T) || T->opts.charge == CHARGE_ALLOC)
+		return;
+	for (size_t i = 0; i < sizeof(filter) / sizeof(filter[0]); i++)
+		if (filter[i].code == (BPF_JMP | BPF_JEQ | BPF_K) && filter[i].k == __NR_brk)
+			filter[i].k = 0xffffffffu; /* no system call has this number: brk is allowed */
+}
+
 static int install_filter(void)
 {
 	struct sock_fprog prog = { .len = sizeof(filter) / sizeof(filter[0]), .filter = filter };
@@ -132,6 +147,7 @@ int tracer_launch(const struct tracer_opts *o)
 		session_fin(&T);
 		return -1;
 	}
+	filter_for(&T);
 	sigset_t mask;
 	sigprocmask(SIG_SETMASK, NULL, &mask);
 	int report[2];

@@ -246,6 +246,7 @@ int lifecycle_set_view(struct tracer *T, struct proc *p)
 	}
 	/* The mapping calls stop under launch (seccomp); under attach their releases are found in the pages. */
 	p->touch->release_scans = T->attach;
+	p->touch->both = view == CHARGE_BOTH;
 	uint64_t rss = resid_rss(p->resid), anon = resid_anon(p->resid);
 	p->touch->file_rss = rss >= anon ? rss - anon : 0;
 	if (faults_track(T, p))

@@ -2,9 +2,12 @@
  * The tracing session, whether it launched its program or attached to it:
  * its tables and each module's state of the run, made and freed together.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/error.h"
 #include "tracer/core/session.h"
@@ -51,8 +54,45 @@ int session_init(struct tracer *T, const struct tracer_opts *o)
 	return 0;
 }
 
+/*
+ * Detaching BPF programs from tracepoints waits for the kernel to be done with
+ * them (tens of milliseconds a link): that wait happens in a child of ptfil's
+ * that outlives it, holding the last references to them, so that ptfil's own
+ * exit (and the shell's prompt) does not wait for it.
+ */
+static void kernel_close_later(struct tracer *T)
+{
+	if (!T->kf)
+		return;
+	int fd[2];
+	if (pipe(fd))
+		return;
+	pid_t c = fork();
+	if (c < 0) {
+		close(fd[0]);
+		close(fd[1]);
+		return;
+	}
+	if (c == 0) {
+		/* Nothing of ptfil's output kept open: a pipeline ends when ptfil does. */
+		int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+		for (int i = 0; i < 3 && null >= 0; i++)
+			dup2(null, i);
+		close(fd[1]);
+		char b;
+		/* Until ptfil has closed its copies (its exit, or the pipe's last writer gone). */
+		while (read(fd[0], &b, 1) < 0 && errno == EINTR) {
+		}
+		_exit(0);
+	}
+	close(fd[0]);
+	/* The write end stays open until ptfil exits: the child's read then ends, and its exit closes the links. */
+	(void)fcntl(fd[1], F_SETFD, FD_CLOEXEC);
+}
+
 void session_fin(struct tracer *T)
 {
+	kernel_close_later(T);
 	kheap_free(T);
 	faults_free(T);
 	if (T->cap)

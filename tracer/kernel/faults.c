@@ -43,6 +43,8 @@ extern const size_t faults_bpf_obj_len;
 #define FAULTS_DEFAULT_RING (64u << 20)
 /* How often at most a process's pages are compared with the ledger for a rise no fault explained. */
 #define GROW_SCAN_SECONDS 0.005
+/* ... and for pages that went with no stop of ptfil's (a heap's brk shrink under launch). */
+#define RELEASE_SCAN_SECONDS 0.01
 
 struct faults {
 	int open;
@@ -339,7 +341,7 @@ int faults_track(struct tracer *T, struct proc *p)
 
 void faults_untrack(struct tracer *T, struct proc *p)
 {
-	if (!faults_on(T))
+	if (!T->kf || T->kf->tracked_fd <= 0)
 		return;
 	uint32_t pid = (uint32_t)p->pid;
 	bpf_map_delete_elem(T->kf->tracked_fd, &pid);
@@ -590,9 +592,15 @@ void faults_drain(struct tracer *T)
 		struct touch *tv = p->touch;
 		if (!tv || !p->ready || !p->nthreads)
 			continue;
-		/* Without the mapping calls' stops, what the count lost is found in the pages, before anything else grows. */
-		if (tv->release_scans && tv->rss_seen < tv->l.charged)
+		/*
+		 * What the count lost and no stop explained (attach has none; brk, a
+		 * shrink of the heap, does not stop; a stop's own release follows its
+		 * exit) is found in the pages, at most every few milliseconds.
+		 */
+		if (tv->rss_seen < tv->l.charged && (tv->release_scans || now - tv->released_scanned_at >= RELEASE_SCAN_SECONDS)) {
+			tv->released_scanned_at = now;
 			scan_released(T, p);
+		}
 		if (!tv->grow_pending || now - tv->grow_scanned_at < GROW_SCAN_SECONDS)
 			continue;
 		tv->grow_pending = 0;
@@ -620,13 +628,18 @@ int faults_owns_stop(struct tracer *T, struct tracee *t, int status)
 	return faults_on(T) && T->kf->started && kwait_owns_stop(t, status);
 }
 
+static void faults_untrack_all(struct tracer *T)
+{
+	for (struct proc *p = T->procs; p; p = p->next)
+		faults_untrack(T, p);
+}
+
 int faults_leave(struct tracer *T)
 {
 	struct faults *f = T->kf;
 	if (!faults_on(T))
 		return 0;
-	for (struct proc *p = T->procs; p; p = p->next)
-		faults_untrack(T, p);
+	faults_untrack_all(T);
 	faults_drain(T);
 	int n = 0;
 	for (size_t h = 0; h < TRACER_HASH; h++)
@@ -653,7 +666,8 @@ void faults_end(struct tracer *T)
 	if (f->started)
 		kwait_end();
 	f->started = 0;
-	close_bpf(f);
+	/* The ring is read no more; the programs and links go with faults_free (kernel_close_later). */
+	faults_untrack_all(T);
 	f->open = 0;
 }
 
@@ -674,6 +688,10 @@ void faults_end(struct tracer *T) { (void)T; }
 void faults_free(struct tracer *T)
 {
 	faults_end(T);
+#ifdef HAVE_BPF
+	if (T->kf)
+		close_bpf(T->kf);
+#endif
 	free(T->kf);
 	T->kf = NULL;
 }

@@ -67,7 +67,7 @@ int faults_owns_stop(struct tracer *T, struct tracee *t, int status);
  * restarted so that it is reported and suppressed. Returns how many: park them again.
  */
 int faults_leave(struct tracer *T);
-/* The end: records applied, programs detached, the ring closed; the counters kept. */
+/* The end: every record applied, no process followed any more, the counters kept; the programs stay loaded until faults_free. */
 void faults_end(struct tracer *T);
 /* faults_end, then everything freed (the session's end). */
 void faults_free(struct tracer *T);

@@ -3,10 +3,12 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/error.h"
 #include "common/grow.h"
 #include "common/snap.h"
+#include "common/u64map.h"
 #include "tracer/core/session.h"
 #include "tracer/memory/heap.h"
 #include "tracer/memory/peak.h"
@@ -154,6 +156,68 @@ void alloc_touch_fin(struct touch *tv)
 	ledger_fin(&tv->l);
 	free(tv->other);
 	tv->other = NULL;
+	free(tv->links);
+	tv->links = NULL;
+}
+
+static double monotonic(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* The alloc ledger's range holding addr (segs ascending), or NULL. */
+static const struct ledger_seg *seg_at(const struct ledger *l, uint64_t addr)
+{
+	size_t lo = 0, hi = l->n_segs;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (l->segs[mid].end <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < l->n_segs && l->segs[lo].start <= addr ? &l->segs[lo] : NULL;
+}
+
+/* Both views: each resident page's touch stack against the alloc stack of the range it lies in. */
+static void make_links(struct proc *p)
+{
+	struct touch *tv = p->touch;
+	double now = monotonic();
+	if (tv->n_links && now - tv->links_at < ALLOC_LINKS_SECONDS)
+		return;
+	tv->links_at = now;
+	tv->n_links = 0;
+	struct u64map idx;
+	u64map_init(&idx);
+	for (size_t i = 0; i < tv->pages.cap; i++) {
+		const struct pages_region *r = tv->pages.slot[i];
+		if (!r)
+			continue;
+		uint64_t base = r->index << PAGES_REGION_SHIFT;
+		for (uint32_t k = 0; k < PAGES_PER_REGION; k++) {
+			uint32_t ts = r->stack[k];
+			if (ts == PAGES_NONE)
+				continue;
+			const struct ledger_seg *sg = seg_at(p->ledger, base + ((uint64_t)k << PAGES_SHIFT));
+			if (!sg)
+				continue;
+			uint64_t key = (uint64_t)ts << 32 | sg->stack;
+			uint32_t j = u64map_get(&idx, key);
+			if (j == U64MAP_NONE) {
+				if (grow_array(&tv->links, &tv->cap_links, tv->n_links + 1, sizeof(*tv->links), 64) ||
+				    u64map_put(&idx, key, (uint32_t)tv->n_links))
+					goto out;
+				j = (uint32_t)tv->n_links++;
+				tv->links[j] = (struct alloc_link){ ts, sg->stack, 0 };
+			}
+			tv->links[j].bytes += (uint64_t)1 << PAGES_SHIFT;
+		}
+	}
+out:
+	u64map_fin(&idx);
 }
 
 struct ledger *alloc_view_ledger(struct proc *p)
@@ -177,6 +241,8 @@ void alloc_touch_settle(struct proc *p)
 	tv->n_other = a->n_stacks;
 	if (a->n_stacks)
 		memcpy(tv->other, a->by_stack, a->n_stacks * sizeof(*tv->other));
+	if (tv->both)
+		make_links(p);
 }
 
 void alloc_resident(struct tracer *T, struct proc *p, uint64_t start, uint64_t end, uint32_t stack, double time,

@@ -111,6 +111,16 @@ struct touch {
 	int grow_pending;              /* pages came with no fault (a GUP, another writer): a scan is due */
 	uint32_t grow_stack;           /* ... charged to this stack */
 	double grow_scanned_at;
+	double released_scanned_at;
+	/*
+	 * Both views (--charge both): of what each touch stack made resident, the
+	 * bytes inside ranges (mappings, large blocks) each alloc stack reserved,
+	 * from the pages at the peak; made at most every ALLOC_LINKS_SECONDS.
+	 */
+	int both;
+	struct alloc_link { uint32_t touch, alloc; uint64_t bytes; } *links;
+	size_t n_links, cap_links;
+	double links_at;
 	int release_scans;             /* no mapping-call stops (attach): releases are found by comparing with the pages */
 };
 
@@ -133,7 +143,8 @@ void alloc_resident(struct tracer *T, struct proc *p, uint64_t start, uint64_t e
 void alloc_released(struct tracer *T, struct proc *p, uint64_t start, uint64_t end);
 /* mremap: [from, from + len) of p moved to to. */
 void alloc_moved(struct tracer *T, struct proc *p, uint64_t from, uint64_t len, uint64_t to);
-/* Before p's touch peak is read (a snapshot): the copies at the peak made, if not yet. */
+/* Before p's touch peak is read (a snapshot): the copies at the peak made, if not yet; time: tracer_now. */
 void alloc_touch_settle(struct proc *p);
+#define ALLOC_LINKS_SECONDS 0.05
 
 #endif

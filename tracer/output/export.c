@@ -10,6 +10,7 @@
 #include "symbols/srcline.h"
 #include "symbols/sym.h"
 #include "tracer/core/session.h"
+#include "tracer/kernel/faults.h"
 #include "tracer/kernel/kheap.h"
 #include "tracer/memory/alloc.h"
 #include "tracer/memory/heap.h"
@@ -381,6 +382,14 @@ static int build_charges(struct tracer *T, struct proc *p, int live, struct snap
 			return -1;
 		for (size_t i = 0; i < s->n_other; i++)
 			s->other[i].node = rm->node[s->other[i].node];
+		if (!live && tv->n_links) {
+			if (!(s->links = calloc(tv->n_links, sizeof(*s->links))))
+				return -1;
+			for (size_t i = 0; i < tv->n_links; i++)
+				s->links[i] = (struct snap_link){ rm->node[tv->links[i].touch], rm->node[tv->links[i].alloc],
+								  tv->links[i].bytes };
+			s->n_links = tv->n_links;
+		}
 	}
 	if (live) {
 		/* What is live now stands in for the peak: a snapshot of the present, for leak hunting. */
@@ -475,6 +484,21 @@ static int build_counters(struct tracer *T, struct proc *p, struct snap *s)
 	     counter(s, &k, "kernel.waits", ks->waits) || counter(s, &k, "kernel.late_copies", ks->late_copies) ||
 	     counter(s, &k, "kernel.short_stacks", ks->short_stacks) ||
 	     counter(s, &k, "kernel.unknown_threads", ks->unknown_thread)))
+		return -1;
+	/* The fault path (tracer/kernel/faults.h), for a process with the touch view. */
+	const struct faults_stats *fs = faults_stats(T);
+	if (p->touch &&
+	    (counter(s, &k, "touch.records", fs->records) || counter(s, &k, "touch.faults", fs->faults) ||
+	     counter(s, &k, "touch.copy_on_write", fs->cows) || counter(s, &k, "touch.grows", fs->grows) ||
+	     counter(s, &k, "touch.shrinks", fs->shrinks) || counter(s, &k, "touch.lost", fs->lost) ||
+	     counter(s, &k, "touch.backpressure", fs->stops) || counter(s, &k, "touch.read_faults", fs->reads) ||
+	     counter(s, &k, "touch.stack_copies_failed", fs->stack_fails) ||
+	     counter(s, &k, "touch.stacks_repeated", fs->same_stacks) || counter(s, &k, "touch.stale_faults", fs->stale) ||
+	     counter(s, &k, "touch.unknown_records", fs->unknown) || counter(s, &k, "touch.scans", fs->scans) ||
+	     counter(s, &k, "touch.scan_added_bytes", fs->scan_added) ||
+	     counter(s, &k, "touch.scan_released_bytes", fs->scan_released) ||
+	     counter(s, &k, "touch.pages_touched", p->touch->pages.touched) ||
+	     counter(s, &k, "touch.pages_released", p->touch->pages.released)))
 		return -1;
 	const struct pystats *ps = &T->cap->pystats;
 	if (p->py->state == PY_READY &&

@@ -199,6 +199,7 @@ static int build(struct tracer *T, struct live_model *m)
 	m->command = tree_command(argv);
 	m->pid = T->main_pid;
 	m->attach = T->attach;
+	m->touch = main_p && main_p->touch != NULL;
 	m->now = tracer_now(T);
 	struct pick top[LIVE_TOP];
 	size_t n = 0;

@@ -31,6 +31,7 @@ struct live_model {
 	char *command;                 /* the profiled command line */
 	pid_t pid;                     /* the main process */
 	int attach;                    /* 1 under attach: q detaches */
+	int touch;                     /* the main process's view: 1 touch (who made memory resident), 0 alloc */
 	int processes;                 /* profiled processes running now */
 	double now;                    /* seconds since the start */
 	uint64_t charged, reserved, rss;     /* now, over the processes profiled */
