@@ -61,7 +61,7 @@ struct faults {
 	int stop_signal;
 #endif
 	/* Pseudo frames of memory made resident from outside, made when first needed. */
-	uint32_t other_node, kthread_node, nostack_node;
+	uint32_t other_node, kthread_node, nostack_node, stackgrow_node;
 };
 
 int faults_on(const struct tracer *T)
@@ -266,7 +266,7 @@ int faults_choose(struct tracer *T)
 	struct faults *f = calloc(1, sizeof(*f));
 	if (!f)
 		return error("out of memory");
-	f->other_node = f->kthread_node = f->nostack_node = STACKS_FAILED;
+	f->other_node = f->kthread_node = f->nostack_node = f->stackgrow_node = STACKS_FAILED;
 	T->kf = f;
 	char why[512] = "";
 	if (open_fault_path(T, f, why, sizeof(why)) == 0) {
@@ -391,8 +391,13 @@ static uint32_t record_stack(struct tracer *T, struct proc *p, const struct kf_r
 		return pseudo(T, &f->other_node, "[written by another process]");
 	if ((r->flags & KF_SAME) && t->st->fault_stack != STACKS_FAILED)
 		return t->st->fault_stack;
-	if (!(r->flags & KF_STACK) || len < sizeof(struct kf_rec) + r->stack_len)
+	if (!(r->flags & KF_STACK) || len < sizeof(struct kf_rec) + r->stack_len) {
+		/* The copy fails when the page that holds the stack pointer is the one faulting in: the stack growing. */
+		uint64_t sp = r->regs[1];
+		if (r->addr <= sp + 4096 && r->addr + (1u << 20) > sp)
+			return pseudo(T, &f->stackgrow_node, "[thread stack growing]");
 		return pseudo(T, &f->nostack_node, "[stack not readable]");
+	}
 	struct user_regs_struct regs;
 	to_regs(r, &regs);
 	const struct kf_big *b = (const struct kf_big *)(const void *)r;
