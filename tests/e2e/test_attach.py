@@ -4,6 +4,13 @@ Every way of leaving (SIGINT, SIGTERM, SIGHUP, --duration) writes a snapshot in 
 before the attach is charged to [before attach], removes every breakpoint (the target's code reads
 back byte for byte as before the attach), detaches, and lets the target finish with the output
 and exit status of an untraced run. Allocations after the attach are charged to their stacks.
+
+In the touch pass (PTFIL_CHARGE=touch) nothing at all is hooked under attach, not even the mapping
+wrappers: [before attach] is a touch stack of the pages resident at the attach, what was made
+resident after it is charged to the code that wrote it (the raw mapping of 12 MiB to the memset that
+filled it; no [unhooked mmap], an alloc-view reconciliation), the ring's small blocks, which reuse
+heap memory resident before the attach, make nothing resident of their own, and the total is the
+target's RssAnon (read while it holds still, or just after the detach), within 1%.
 """
 import os
 import signal
@@ -12,9 +19,9 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ptfiltest import MiB, Attached, Lines, charged_through, check_near, exec_mappings, functions, \
-    live_snapshot, main, mapping_differences, own_functions, stacks_through, target, vmrss_bytes, wait_snapshot, \
-    wait_until
+from ptfiltest import MiB, Attached, Lines, charged_through, check_near, check_view, exec_mappings, functions, \
+    heap_counters_zero, live_snapshot, main, mapping_differences, own_functions, rss_anon_bytes, stacks_through, \
+    target, touch_view, vmrss_bytes, wait_snapshot, wait_until
 
 LOOP = target("attach_loop")
 THREADS = target("attach_threads")
@@ -64,11 +71,19 @@ def check_attach_doc(doc, pid, before_bytes, rss):
     assert doc["process"]["mode"] == "attach", doc["process"]
     assert doc["process"]["pid"] == pid, doc["process"]
     assert doc["process"]["exit_status"] is None, doc["process"]
+    check_view(doc)
     before = charged_through(doc, BEFORE)
     check_near(BEFORE, before, before_bytes, rel=REL)
     assert before <= rss, "%s charged %d, more than the target's VmRSS %d" % (BEFORE, before, rss)
     for s in stacks_through(doc, BEFORE):
-        assert s["kind"] == "pseudo" and functions(s)[0] == BEFORE, s
+        assert s["kind"] == ("touch" if touch_view() else "pseudo") and functions(s)[0] == BEFORE, s
+    if touch_view():
+        heap_counters_zero(doc)
+
+
+def check_touch_total(doc, anon, slack=0):
+    """Under touch the peak is the target's anonymous residency: its RssAnon (anon), within 1%."""
+    check_near("touch peak against the target's RssAnon", doc["peak"]["charged_bytes"], anon, rel=0.01, slack=slack)
 
 
 def check_code_intact(a, before):
@@ -99,6 +114,7 @@ def leave_loop(how):
         check_code_intact(a, code_before)
         assert a.status("TracerPid") == "0", a.status("TracerPid")
         rss = vmrss_bytes(a.pid)
+        anon = rss_anon_bytes(a.pid)
         # The program's own signal handler still runs after the detach.
         os.kill(a.pid, signal.SIGUSR2)
         status, out = a.target_finish()
@@ -107,6 +123,11 @@ def leave_loop(how):
     check_attach_doc(doc, a.pid, 16 * MiB, rss)
     if how == "duration":
         assert 0.9 <= doc["process"]["duration_s"] <= 30, doc["process"]
+    if touch_view():
+        # Its temporaries (up to 192 KiB) come and go around the RssAnon read after the detach.
+        check_touch_total(doc, anon, slack=256 * 1024)
+        assert charged_through(doc, "ring_alloc") <= 2 * 4096, excerpt(doc)
+        return
     # The ring of blocks made after the attach is charged to ring_alloc: 8 live blocks, or 7 if the
     # detach caught the loop between a free and the next malloc.
     ring = stacks_through(doc, "ring_alloc", key="live_at_end")
@@ -163,9 +184,13 @@ def test_threads_attributed():
         diffs = mapping_differences(code_before, exec_mappings(a.pid), same_set=False)
         assert not diffs, "the target's code changed across attach and detach:\n" + "\n".join(diffs)
         rss = vmrss_bytes(a.pid)
+        anon = rss_anon_bytes(a.pid)
         release_threads(a)
         doc = a.json()
     check_attach_doc(doc, a.pid, 24 * MiB, rss)
+    if touch_view():
+        # The workers hold still: the peak is the RssAnon read after the detach.
+        check_touch_total(doc, anon)
     check_workers(doc, "stacks")
     for fn in ("worker_one", "worker_two", "worker_three"):
         assert all("main" not in own_functions(s) for s in stacks_through(doc, fn)), excerpt(doc)
@@ -194,6 +219,26 @@ def test_raw_syscall_mapping_found_by_reconciling():
         a.attach()
         a.send("")
         a.wait_output("holding")
+        if touch_view():
+            # No wrapper is hooked under touch: the 12 MiB is charged to ctypes' memset that wrote it, and
+            # the total is the interpreter's RssAnon, held still until the next line.
+            def written(doc):
+                check_near("memset", sum(s["charged_bytes"] for s in doc["stacks"]
+                                         if "memset" in (functions(s)[0] or "")), 12 * MiB, rel=0.05)
+            wait_snapshot(a.snap, written, "a checkpoint with the raw mapping charged to the memset that wrote it")
+            anon = rss_anon_bytes(a.pid)
+            a.signal(signal.SIGINT)
+            rc, err = a.finish()
+            assert rc == 0, (rc, err)
+            a.send("")
+            status, out = a.target_finish()
+            assert status == 0, (status, out)
+            doc = a.json()
+            check_view(doc)
+            heap_counters_zero(doc)
+            assert charged_through(doc, "[unhooked mmap]") == 0, excerpt(doc)
+            check_touch_total(doc, anon)
+            return
         # The maps are compared with the ledger once a second, and the snapshot rewritten once its peak grew.
         wait_snapshot(a.snap, lambda doc: check_near("[unhooked mmap]", charged_through(doc, "[unhooked mmap]"),
                                                      12 * MiB, rel=0.05),

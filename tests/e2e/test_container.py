@@ -11,6 +11,11 @@ thread state cannot be found loses its Python frames: that is counted and said o
 ptrace itself changes a set-uid program run by a user who is not root: it runs without its
 privilege. ptfil launch says so before it starts it (tracer/caveats.c), and the program still runs
 to its end with its own exit status.
+
+In the touch pass (PTFIL_CHARGE=touch) a Python program is charged with native frames only: the
+buffers are found by size and thread (the main thread's, a second thread's past "[new thread]"),
+not by their Python line; a user without CAP_BPF and CAP_PERFMON (nobody) is refused the touch
+view before the program starts, with the set-user-ID warning still said first.
 """
 import os
 import pwd
@@ -22,8 +27,10 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ptfiltest import (MiB, PTFIL, SRCDIR, TIMEOUT, Attached, Skip, bare, charged_through, check_near, child_snapshots,
-                       exec_mappings, launch, main, mapping_differences, target, view_json, wait_until, workdir)
+from ptfiltest import (FAULT_PATH_REFUSED, MiB, PTFIL, SRCDIR, TIMEOUT, Attached, Skip, bare, charged_through,
+                       check_near, check_view, child_snapshots, exec_mappings, functions, launch, main,
+                       mapping_differences, own_functions, target, touch_pseudo, touch_view, view_json, wait_until,
+                       workdir)
 
 PYTHON = "/usr/bin/python3"  # Debian 12's CPython 3.11, as in test_python.py
 PYDIR = os.path.abspath(os.path.join(SRCDIR, "tests", "targets", "py"))
@@ -42,6 +49,14 @@ def site_lines(path):
 
 def py_frames(stack):
     return [f for f in stack["frames"] if f["kind"] == "python"]
+
+
+def own_py_frames(stack):
+    """The Python frames of a stack's own part: before "[new thread]", past which the stack of the call
+    that started the thread follows (taken at the clone, Python frames included, in either view)."""
+    names = [f.get("function") for f in stack["frames"]]
+    own = stack["frames"][:names.index("[new thread]")] if "[new thread]" in names else stack["frames"]
+    return [f for f in own if f["kind"] == "python"]
 
 
 def show(stack, depth=12):
@@ -104,6 +119,19 @@ def attach_in_namespace(prefix):
     assert (status, out) == (4, b"ready\nbye\n"), (status, out, a.target_stderr())
     assert not diffs, "code changed after the detach:\n" + "\n".join(diffs)
     assert doc["process"]["pid"] == py, doc["process"]
+    check_view(doc)
+    if touch_view():
+        # Native frames only: the second thread's bytearrays, made resident by the interpreter's memset
+        # in that thread (started before the attach: its stack ends at start_thread), several MiB of them
+        # in a second; no Python frame of its own in any stack.
+        assert not any(own_py_frames(s) for s in doc["stacks"]), top_stacks(doc)
+        thread = [s for s in doc["stacks"] if "start_thread" in functions(s) and "memset" in (functions(s)[0] or "")]
+        held = sum(s["charged_bytes"] for s in thread)
+        assert 4 * MiB <= held <= 110 * MiB, "%.1f MiB made resident by the second thread's memset\n%s" % (
+            held / MiB, top_stacks(doc))
+        assert touch_pseudo(doc, "[before attach]"), top_stacks(doc)
+        assert not MISSING.search(err), err
+        return
     held = charged_at(doc, "hold", BOXED, line)
     # About a second of 256 KiB a tick in hold(): several MiB, never more than the 100 MiB it keeps at most.
     assert 4 * MiB <= held <= 110 * MiB, "%.1f MiB charged to hold (boxed.py:%d); counters %s\n%s" % (
@@ -147,6 +175,17 @@ def test_launch_pid_namespace():
     assert len(boxed) == 1, "snapshots of %s: %s" % (sorted(kids), [d["process"]["command"] for d in docs])
     doc = boxed[0]
     assert doc["process"]["exit_status"] == 5, doc["process"]
+    check_view(doc)
+    if touch_view():
+        # Native frames only: the main thread's 24 MiB and the second thread's 12 MiB, each made resident
+        # by the interpreter's memset (a zeroed bytearray) in its own thread.
+        def memset_in(thread):
+            return sum(s["charged_bytes"] for s in doc["stacks"] if "memset" in (functions(s)[0] or "")
+                       and ("start_thread" in functions(s)) == thread)
+        assert not any(own_py_frames(s) for s in doc["stacks"]), top_stacks(doc)
+        check_near("the main thread's 24 MiB", memset_in(False), 24 * MiB)
+        check_near("the second thread's 12 MiB", memset_in(True), 12 * MiB)
+        return
     for fn, site, mib in (("fill_main", "main", 24), ("fill_thread", "thread", 12)):
         check_near("%s (boxed.py:%d)" % (fn, lines[site]), charged_at(doc, fn, BOXED, lines[site]), mib * MiB)
     assert doc["counters"].get("python.no_thread_state") == 0, doc["counters"]
@@ -234,18 +273,28 @@ def test_setuid_loses_privilege():
         rc, out, err = ptfil(nobody, "./setuid_copy", "nobody.gz")
         warned = PRIVILEGE.findall(err)
         assert warned == ["./setuid_copy"], "expected one warning that ./setuid_copy loses its privilege:\n" + err
-        assert rc == 7 and out == b"euid %d ruid %d\n" % (nobody.pw_uid, nobody.pw_uid), (rc, out, err)
-        check_near("keep_block", charged_through(view_json(os.path.join(d, "nobody.gz")), "keep_block"), 4 * MiB)
+        if touch_view():
+            # nobody may not load the fault path's BPF programs: --charge touch is refused before the
+            # program starts (it prints nothing), and the refusal names --charge alloc.
+            assert rc != 0 and out == b"" and FAULT_PATH_REFUSED in err and "--charge alloc" in err, (rc, out, err)
+        else:
+            assert rc == 7 and out == b"euid %d ruid %d\n" % (nobody.pw_uid, nobody.pw_uid), (rc, out, err)
+            check_near("keep_block", charged_through(view_json(os.path.join(d, "nobody.gz")), "keep_block"), 4 * MiB)
         # Found through PATH as execvp finds it: the warning names the file.
         env_path = "PATH=%s:%s" % (d, os.environ.get("PATH", "/usr/bin:/bin"))
         rc, out, err = run_as(nobody, ["env", env_path, ptfil_copy, "launch", "-q", "-i", "0", "--heap-events=auto", "-o",
                                        os.path.join(d, "path.gz"), "--", "setuid_copy"], d)
-        assert PRIVILEGE.findall(err) == [setuid] and rc == 7, (rc, out, err)
+        assert PRIVILEGE.findall(err) == [setuid] and rc == (1 if touch_view() else 7), (rc, out, err)
         # Nothing to say: root keeps the privilege, and a program that is not set-user-ID has none to lose.
         rc, out, err = ptfil(None, "./setuid_copy", "root.gz")
         assert (rc, out) == (7, b"euid 0 ruid 0\n") and not PRIVILEGE.search(err) and "WITHOUT" not in err, (rc, out, err)
+        if touch_view():
+            # As root the touch view runs: keep_block's 4 MiB, which it wrote itself.
+            root_doc = view_json(os.path.join(d, "root.gz"))
+            check_view(root_doc)
+            check_near("keep_block", charged_through(root_doc, "keep_block"), 4 * MiB)
         rc, out, err = ptfil(nobody, "./plain_copy", "plain.gz")
-        assert rc == 7 and "WITHOUT" not in err, (rc, out, err)
+        assert rc == (1 if touch_view() else 7) and "WITHOUT" not in err, (rc, out, err)
     finally:
         shutil.rmtree(d, ignore_errors=True)
 

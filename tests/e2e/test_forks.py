@@ -4,14 +4,19 @@ Without --follow-forks a child runs as it would untraced (no breakpoint of ours 
 snapshot is written for it. With --follow-forks every process of the tree is profiled: the main one
 at the output path, each child at STEM.CHILDPID.gz; an exec'd image starts a fresh ledger. Either
 way the program's output and exit status are those of an untraced run.
+
+In the touch pass (PTFIL_CHARGE=touch) each snapshot, the children's too, is in the touch view, the
+blocks charged to the memset that wrote them in parent_alloc, child_alloc or exec_image_alloc; a
+page a forked child inherited and never wrote stays its parent's (the child is charged what it
+wrote); each snapshot's RSS at the peak holds what it charges (VmRSS counts every anonymous page).
 """
 import os
 import re
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ptfiltest import MiB, Attached, bare, charged_through, check_near, child_snapshots, launch, main, target, \
-    view_json
+from ptfiltest import MiB, Attached, bare, charged_through, check_near, check_view, child_snapshots, functions, \
+    heap_counters_zero, launch, main, stacks_through, target, touch_view, view_json
 
 FORKS = target("forks")
 PYTHON = "/usr/bin/python3" if os.path.exists("/usr/bin/python3") else sys.executable
@@ -36,18 +41,36 @@ def child_pid(stderr):
     return int(m.group(1))
 
 
+def check_touch_doc(doc, function):
+    """Under touch: the view, no malloc-family call followed, function's block charged to the memset it
+    called (all but a page or so its malloc's or its own), and an RSS at the peak that holds the charge (the touch charge is anonymous resident memory)."""
+    if not touch_view():
+        return
+    check_view(doc)
+    heap_counters_zero(doc)
+    st = stacks_through(doc, function)
+    assert st and all(s["kind"] == "touch" for s in st), [(s["kind"], functions(s)[:4]) for s in st]
+    by_memset = sum(s["charged_bytes"] for s in st if "memset" in (functions(s)[0] or ""))
+    assert by_memset >= 0.99 * charged_through(doc, function), (by_memset, charged_through(doc, function))
+    peak = doc["peak"]
+    assert peak["rss_bytes"] >= peak["charged_bytes"], "process %d: VmRSS %d at the peak, below its charge %d" % (
+        doc["process"]["pid"], peak["rss_bytes"], peak["charged_bytes"])
+
+
 def check_child_snapshot(kids, pid, function, mib):
     """Exactly one child snapshot, for pid, with about mib MiB charged through function."""
     assert set(kids) == {str(pid)}, "child snapshots %r, expected one for %d" % (sorted(kids), pid)
     doc = view_json(kids[str(pid)])
     assert doc["process"]["pid"] == pid, doc["process"]
     check_near("%s in the child's snapshot" % function, charged_through(doc, function), mib * MiB)
+    check_touch_doc(doc, function)
     return doc
 
 
 def check_main_snapshot(doc, child_function):
     """The parent's own snapshot: its 10 MiB, and nothing the child allocated."""
     check_near("parent_alloc", charged_through(doc, "parent_alloc"), 10 * MiB)
+    check_touch_doc(doc, "parent_alloc")
     assert charged_through(doc, child_function) == 0, "the child's %s is charged to the parent" % child_function
 
 

@@ -8,6 +8,14 @@ reads the marker lines from the source and checks, for each site, the bytes char
 whose innermost Python frame is that line, and the whole Python chain above it. numpy_demo.py is
 the README's NumPy demo: arrays charged to the lines that made them, OpenBLAS's thread buffers by
 what is resident.
+
+In the touch pass (PTFIL_CHARGE=touch) a Python program gets native frames only (its stacks' own
+frames; the stack of the call that started a thread, past "[new thread]", is taken at the clone and
+keeps them): what is checked there is the totals. Each site's bytearray is made resident by the
+interpreter's memset that zero-fills it, 116 MiB in all, 27 MiB of it in the three threads, and the
+peak is the interpreter's RssAnon high-water mark (kmem:rss_stat) within 1%. The tests of how
+Python frames are read (a version ptfil does not know, a cut deep stack, 3.13's _Py_DebugOffsets)
+have no meaning there and say so.
 """
 import ast
 import os
@@ -20,8 +28,9 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ptfiltest import MiB, SRCDIR, Attached, bare, check_near, cpython, functions, launch, main, missing, \
-    stacks_through, view_output, workdir
+from ptfiltest import MiB, SRCDIR, Attached, anon_watch, bare, check_anon_peak, check_near, check_view, cpython, \
+    functions, heap_counters_zero, launch, main, missing, no_meaning_under_touch, stacks_through, touch_pseudo, \
+    touch_view, view_output, workdir
 
 PYTHON = "/usr/bin/python3"  # Debian 12's CPython 3.11 (PATH's python3 may be another one)
 PYDIR = os.path.abspath(os.path.join(SRCDIR, "tests", "targets", "py"))
@@ -270,11 +279,40 @@ def run_sites(python=PYTHON, ptfil_args=(), env=None, key=None):
     """ptfil launch -i 0 ARGS -- python sites.py: the Run, checked to have exited as the target does."""
     key = key or (python, tuple(ptfil_args))
     if key not in _runs:
-        r = launch([python, SITES], ptfil_args=("-i", "0", *ptfil_args), env=env)
+        with anon_watch() as watch:
+            r = launch([python, SITES], ptfil_args=("-i", "0", *ptfil_args), env=env)
         assert r.returncode == SITES_STATUS, "ptfil %s -- %s sites.py: status %d, stderr:\n%s" % (
             " ".join(ptfil_args), python, r.returncode, r.stderr.decode(errors="replace"))
+        r.watch = watch
         _runs[key] = r
     return _runs[key]
+
+
+def own_py_frames(stack):
+    """The Python frames of a stack's own part, before "[new thread]"."""
+    names = [f.get("function") for f in stack["frames"]]
+    own = stack["frames"][:names.index("[new thread]")] if "[new thread]" in names else stack["frames"]
+    return [f for f in own if f["kind"] == "python"]
+
+
+def zero_filled(doc, thread=None):
+    """The bytes made resident by the interpreter's memset under its eval loop (a zeroed bytearray), in
+    any thread, or only in started threads (thread=True) or the main one (False)."""
+    return sum(s["charged_bytes"] for s in doc["stacks"] if "memset" in (functions(s)[0] or "")
+               and "_PyEval_EvalFrameDefault" in functions(s)
+               and (thread is None or ("[new thread]" in functions(s)) == thread))
+
+
+def check_touch_sites(r):
+    """Under touch: sites.py's totals, with native frames only."""
+    doc = r.json
+    check_view(doc)
+    heap_counters_zero(doc)
+    own = [s for s in doc["stacks"] if own_py_frames(s)]
+    assert not own, "Python frames of its own in a touch stack\n  %s" % show(own[0])
+    check_near("the sites' bytearrays, zero-filled", zero_filled(doc), sum(SIZES.values()) * MiB)
+    check_near("the threads' bytearrays", zero_filled(doc, thread=True), sum(SIZES[t] for t in THREAD_SITES) * MiB)
+    check_anon_peak(doc, r.watch)
 
 
 def numpy_available():
@@ -284,6 +322,9 @@ def numpy_available():
 # --- tests ------------------------------------------------------------------------------------------
 
 def test_sites_default():
+    if touch_view():
+        check_touch_sites(run_sites())
+        return
     doc = run_sites().json
     check_sites(doc, 11, native=False)
     check_python_outermost(doc, "default mode")
@@ -295,6 +336,14 @@ def test_report_text():
     innermost outwards at the site's file and line; a thread's stack shows its own Python frames and,
     past "[new thread]", the frames of the call that started it."""
     r = run_sites()
+    if touch_view():
+        # The report says its view, and the sites' stacks as resident pages, the memset that wrote them first.
+        out = view_output("--top", "20", "--depth", "2", r.snapshot, timeout=60).decode()
+        assert "\nview     touch: memory charged to the code that made it resident" in out, out
+        blocks = out.split("\n#")[1:]
+        assert blocks and "resident, " in blocks[0].splitlines()[0], out
+        assert any("memset" in b.splitlines()[1] for b in blocks[:3]), out
+        return
 
     def report(depth):
         out = view_output("--top", "20", "--depth", str(depth), r.snapshot, timeout=60).decode()
@@ -322,6 +371,9 @@ def test_report_text():
 
 
 def test_sites_native():
+    if touch_view():
+        check_touch_sites(run_sites(ptfil_args=("--native",)))
+        return
     doc = run_sites(ptfil_args=("--native",)).json
     check_sites(doc, 11, native=True)
     check_frame_fields(doc, "--native")
@@ -341,6 +393,9 @@ def test_no_python_env():
     doc = run_sites(env=env, key="no-python").json
     py = [s for key in ("stacks", "live_at_end") for s in doc[key] if py_frames(s)]
     assert not py, "PTFIL_NO_PYTHON=1: Python frames still read\n  %s" % show(py[0])
+    if touch_view():
+        check_touch_sites(run_sites(env=env, key="no-python"))
+        return
     check_native_only(doc)
 
 
@@ -397,6 +452,7 @@ CUT_FRAME = "[outer Python frames not read: more than 256]"
 def test_deep_stack_cut_marked():
     # deep.py recurses 300 calls deep and allocates 8 MiB at the bottom: ptfil reads the innermost 256
     # Python frames, and a frame of its own stands outward of them for the frames it did not read.
+    no_meaning_under_touch("how deep ptfil reads Python frames (a touch stack has none of its own)")
     script = os.path.join(PYDIR, "deep.py")
     bottom = [i for i, text in enumerate(open(script).read().splitlines(), 1) if "# BOTTOM" in text][0]
     r = launch([PYTHON, script])
@@ -422,6 +478,8 @@ def test_deep_stack_cut_marked():
 
 def test_unknown_version():
     # A copy of python3.11 whose Py_Version says 3.99: ptfil must not guess at its frames.
+    no_meaning_under_touch("whether ptfil reads the Python frames of a version it does not know (a touch "
+                           "stack has none of its own)")
     d = workdir()
     try:
         exe = os.path.join(d, "python3.11")
@@ -455,6 +513,9 @@ def test_unknown_version():
 def other_version(minor):
     exe = cpython(minor)
     r = run_sites(python=exe)
+    if touch_view():
+        check_touch_sites(r)
+        return
     doc = r.json
     assert doc["counters"].get("python.minor_version") == minor, doc["counters"]
     assert doc["counters"].get("python.group_mismatches") == 0, doc["counters"]
@@ -482,6 +543,7 @@ def test_python313_debug_offsets():
     # The generic reader, which takes 3.13's layout from its own _Py_DebugOffsets (as it must for 3.14
     # and later), forced on 3.13: every peak stack of every site has the Python frames the compiled-in
     # reader gives on the same program, frame for frame.
+    no_meaning_under_touch("which layout reads 3.13's Python frames (a touch stack has none of its own)")
     exe = cpython(13)
     compiled = run_sites(python=exe, env=dict(os.environ, PTFIL_PY_LAYOUT="compiled"), key=(exe, "compiled")).json
     generic = run_sites(python=exe, env=dict(os.environ, PTFIL_PY_LAYOUT="debug-offsets"), key=(exe, "generic")).json
@@ -507,9 +569,22 @@ def test_numpy_demo():
     src = open(NUMPY_DEMO).read().splitlines()
     line_of = lambda pattern: next(i for i, t in enumerate(src, 1) if re.search(pattern, t))
     b = bare([PYTHON, NUMPY_DEMO])
-    r = launch([PYTHON, NUMPY_DEMO])
+    with anon_watch() as watch:
+        r = launch([PYTHON, NUMPY_DEMO])
     assert (r.returncode, r.stdout) == (b.returncode, b.stdout) == (0, b.stdout), (r.returncode, r.stdout, b.stdout)
     doc = r.json
+    check_view(doc)
+    if touch_view():
+        # Native frames only; the total is the interpreter's RssAnon (OpenBLAS's threads included), and
+        # OpenBLAS's sparse buffers are in the alloc view beside it, charged what is resident.
+        heap_counters_zero(doc)
+        assert not [s for s in doc["stacks"] if own_py_frames(s)], top_stacks(doc)
+        check_anon_peak(doc, watch)
+        blas = [s for s in doc["other_view_stacks"] if s["reserved_bytes"] >= 16 * MiB and
+                any("openblas" in (f.get("module") or "") for f in s["frames"])]
+        assert blas and all(s["sparse"] and s["charged_bytes"] < s["reserved_bytes"] / 4 for s in blas), \
+            "\n".join(show(s) for s in doc["other_view_stacks"][:8])
+        return
     check_python_outermost(doc, "numpy_demo")
     check_frame_fields(doc, "numpy_demo")
     n = int(re.search(r"^N = (\d+)", "\n".join(src), re.M).group(1))
@@ -581,6 +656,15 @@ def test_attach():
         status, out = a.target_finish()
         doc = a.json()
     assert (status, out) == (4, b"ready\nheld True\nbye\n"), (status, out)
+    check_view(doc)
+    if touch_view():
+        # Native frames only: hold()'s bytearrays zero-filled by the interpreter after the attach, tens of
+        # MiB in a second; what was resident before, [before attach].
+        heap_counters_zero(doc)
+        assert not [s for s in doc["stacks"] if own_py_frames(s)], top_stacks(doc)
+        assert 8 * MiB <= zero_filled(doc) <= 200 * MiB, top_stacks(doc)
+        assert touch_pseudo(doc, "[before attach]"), top_stacks(doc)
+        return
     held = [s for s in doc["stacks"] if py_frames(s) and py_frames(s)[0]["function"] == "hold"]
     assert held, show(doc["stacks"][0])
     top = max(held, key=lambda s: s["charged_bytes"])
