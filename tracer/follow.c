@@ -183,7 +183,7 @@ static int holds_blocks(const struct heap *h, uint64_t start, uint64_t end)
 void proc_reconcile(struct tracer *T, struct proc *p)
 {
 	double now = tracer_now(T);
-	if (!p->wrappers || !p->ready || !p->nthreads || now - p->rec->at < 1.0)
+	if ((!p->wrappers && !(p->touch && T->attach)) || !p->ready || !p->nthreads || now - p->rec->at < 1.0)
 		return;
 	p->rec->at = now;
 	struct maps maps;

@@ -37,8 +37,9 @@ int procs_first_stop(struct tracer *T, struct tracee *t, int sig);
 int procs_exec(struct tracer *T, struct tracee *t);
 /*
  * Attach mode, at most once a second: anonymous mappings that no hooked call
- * made (a raw mmap system call, the dynamic linker's own) and that hold no
- * heap block are charged to the pseudo frame [unhooked mmap].
+ * made (a raw mmap system call, the dynamic linker's own; under the touch
+ * view, which hooks nothing, every one made since the attach) and that hold
+ * no heap block go to the alloc view under the pseudo frame [unhooked mmap].
  */
 void proc_reconcile(struct tracer *T, struct proc *p);
 
