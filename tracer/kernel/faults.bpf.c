@@ -40,24 +40,10 @@ struct vm_area_struct {
 #define X86_PF_PROT 1
 #define X86_PF_WRITE 2
 
-struct {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 1 << 26);   /* sized by ptfil before loading */
-} ring SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, KF_NCOUNTERS);
-	__type(key, __u32);
-	__type(value, __u64);
-} counters SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct kf_config);
-} config SEC(".maps");
+#define RING_CONFIG kf_config
+#define RING_NCOUNTERS KF_NCOUNTERS
+#define RING_C_STOPS KF_C_STOPS
+#include "tracer/kernel/ring.bpf.h"
 
 /* The processes whose faults are recorded (tgid -> 1), kept by ptfil. */
 struct {
@@ -114,28 +100,6 @@ struct {
 	__type(key, __u32);
 	__type(value, struct kf_big);
 } scratch SEC(".maps");
-
-static __always_inline void count(__u32 i)
-{
-	__u64 *c = bpf_map_lookup_elem(&counters, &i);
-	if (c)
-		(*c)++;
-}
-
-/* Past the stop mark the writing thread is sent the stop signal (kheap.bpf.c does the same); the wake flag. */
-static __always_inline __u64 pressure(void)
-{
-	__u32 zero = 0;
-	struct kf_config *c = bpf_map_lookup_elem(&config, &zero);
-	__u64 unread = bpf_ringbuf_query(&ring, BPF_RB_AVAIL_DATA);
-	if (!c)
-		return 0;
-	if (c->stop_bytes && unread >= c->stop_bytes) {
-		bpf_send_signal_thread((__u32)c->stop_signal);
-		count(KF_C_STOPS);
-	}
-	return unread >= c->wake_bytes ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
-}
 
 static long vma_bounds(struct task_struct *task, struct vm_area_struct *vma, void *data)
 {

@@ -22,24 +22,10 @@ struct pt_regs {
 	unsigned long ip, cs, flags, sp, ss;
 };
 
-struct {
-	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 1 << 26);   /* sized by ptfil before loading */
-} ring SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, KH_NCOUNTERS);
-	__type(key, __u32);
-	__type(value, __u64);
-} counters SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, 1);
-	__type(key, __u32);
-	__type(value, struct kh_config);
-} config SEC(".maps");
+#define RING_CONFIG kh_config
+#define RING_NCOUNTERS KH_NCOUNTERS
+#define RING_C_STOPS KH_C_STOPS
+#include "tracer/kernel/ring.bpf.h"
 
 /* posix_memalign's first argument, per thread, from its entry to its return (where the block is stored). */
 struct {
@@ -48,35 +34,6 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } memptr SEC(".maps");
-
-static __always_inline void count(__u32 i)
-{
-	__u64 *c = bpf_map_lookup_elem(&counters, &i);
-	if (c)
-		(*c)++;
-}
-
-/*
- * Before each record: past the stop mark the calling thread is sent a signal
- * (SIGSTOP, or SIGURG where the program ignores it), which stops it in
- * ptrace's signal-delivery-stop (suppressed by ptfil once it has drained)
- * before it runs another instruction, so that each thread writes at most one
- * record past the mark. The submit flags: ptfil is woken
- * only past the wake mark, not at every record.
- */
-static __always_inline __u64 pressure(void)
-{
-	__u32 zero = 0;
-	struct kh_config *c = bpf_map_lookup_elem(&config, &zero);
-	__u64 unread = bpf_ringbuf_query(&ring, BPF_RB_AVAIL_DATA);
-	if (!c)
-		return 0;
-	if (c->stop_bytes && unread >= c->stop_bytes) {
-		bpf_send_signal_thread((__u32)c->stop_signal);
-		count(KH_C_STOPS);
-	}
-	return unread >= c->wake_bytes ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
-}
 
 static __always_inline void head(struct pt_regs *ctx, struct kh_rec *r, __u32 kind, __u64 a0, __u64 a1, __u64 a2)
 {

@@ -1,0 +1,59 @@
+/*
+ * What both kernel event sources' BPF programs share (kheap.bpf.c,
+ * faults.bpf.c): their ring buffer, per-CPU counters and configuration, and
+ * the back-pressure rule. Included once by each, after it defines
+ * RING_CONFIG (its configuration struct: stop_bytes, wake_bytes,
+ * stop_signal), RING_NCOUNTERS and RING_C_STOPS (the counter of signals sent).
+ */
+#ifndef PTFIL_RING_BPF_H
+#define PTFIL_RING_BPF_H
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 26);   /* sized by ptfil before loading */
+} ring SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, RING_NCOUNTERS);
+	__type(key, __u32);
+	__type(value, __u64);
+} counters SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct RING_CONFIG);
+} config SEC(".maps");
+
+static __always_inline void count(__u32 i)
+{
+	__u64 *c = bpf_map_lookup_elem(&counters, &i);
+	if (c)
+		(*c)++;
+}
+
+/*
+ * Before each record: past the stop mark the calling thread is sent a signal
+ * (SIGSTOP, or SIGURG where the program ignores it), which stops it in
+ * ptrace's signal-delivery-stop (suppressed by ptfil once it has drained)
+ * before it runs another instruction in user mode, so that each thread
+ * writes at most one record past the mark. The submit flags: ptfil is woken
+ * only past the wake mark, not at every record.
+ */
+static __always_inline __u64 pressure(void)
+{
+	__u32 zero = 0;
+	struct RING_CONFIG *c = bpf_map_lookup_elem(&config, &zero);
+	__u64 unread = bpf_ringbuf_query(&ring, BPF_RB_AVAIL_DATA);
+	if (!c)
+		return 0;
+	if (c->stop_bytes && unread >= c->stop_bytes) {
+		bpf_send_signal_thread((__u32)c->stop_signal);
+		count(RING_C_STOPS);
+	}
+	return unread >= c->wake_bytes ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+}
+
+#endif
