@@ -495,10 +495,11 @@ static void scan_grown(struct tracer *T, struct proc *p, uint32_t stack, double 
 	struct scan s = { T, p, stack, time, 0 };
 	for (size_t i = 0; i < maps.n; i++) {
 		const struct maps_entry *e = &maps.v[i];
-		/* Private writable memory, anonymous or a file's copy-on-write pages (file pages are not the program's to charge). */
+		/*
+		 * Private writable memory: anonymous, or a file's pages written (its
+		 * copies are anonymous; the file's own pages are left out by resid_present).
+		 */
 		if (!(e->perms & MAPS_W) || (e->perms & MAPS_SHARED))
-			continue;
-		if (!maps_entry_is_anon(e))
 			continue;
 		resid_present(p->resid, e->start, e->end, add_present, &s);
 	}

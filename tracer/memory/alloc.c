@@ -1,6 +1,7 @@
 /* The heap-event sink (memory/alloc.h): one path from a source's event to the ledger. */
 #include "tracer/memory/alloc.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -258,8 +259,13 @@ void alloc_resident(struct tracer *T, struct proc *p, uint64_t start, uint64_t e
 		return;
 	}
 	tv->resident_bytes_seen += (uint64_t)added;
-	if (added && ledger_note_peak(&tv->l, time, rss))
+	if (added) {
+		/* The RSS then was at least what is charged now: a figure read late (a scan at exit) is not. */
+		uint64_t floor = tv->l.charged + tv->file_rss;
+		ledger_note_peak(&tv->l, time, rss > floor ? rss : floor);
+		/* The tree's sum can be a new high without this process's own (its image was replaced since). */
 		tree_check_peak(T);
+	}
 }
 
 void alloc_released(struct tracer *T, struct proc *p, uint64_t start, uint64_t end)
@@ -267,8 +273,8 @@ void alloc_released(struct tracer *T, struct proc *p, uint64_t start, uint64_t e
 	struct touch *tv = p->touch;
 	if (!tv)
 		return;
-	(void)T;
 	alloc_touch_settle(p);
+	tree_settle(T);
 	pages_release(&tv->pages, start, end);
 }
 

@@ -61,8 +61,9 @@ void peak_refresh_inherited(struct tracer *T, struct proc *except)
 
 void peak_check(struct tracer *T, struct proc *p)
 {
-	/* The tree's sum may peak at a moment that is no process's own peak. */
+	/* The tree's sum may peak at a moment that is no process's own peak; a release follows. */
 	tree_check_peak(T);
+	tree_settle(T);
 	if (p->ledger->has_peak && p->ledger->charged <= p->ledger->peak.charged)
 		return;
 	if (ledger_check_peak(p->ledger, tracer_now(T), resid_rss(p->resid)) < 0)

@@ -16,6 +16,7 @@
 
 /* Debian 12's kernel headers predate PAGEMAP_SCAN (Linux 6.7); the ABI is fixed. */
 #ifndef PAGEMAP_SCAN
+#define PAGE_IS_FILE (1 << 2)
 #define PAGE_IS_PRESENT (1 << 3)
 #define PAGE_IS_PFNZERO (1 << 5)
 struct page_region {
@@ -29,6 +30,7 @@ struct pm_scan_arg {
 #endif
 
 #define PM_PRESENT (1ULL << 63)
+#define PM_FILE (1ULL << 61)
 #define PM_EXCLUSIVE (1ULL << 56)
 #define PM_PFN_MASK ((1ULL << 55) - 1)
 
@@ -264,8 +266,8 @@ int resid_present(struct resid *r, uint64_t start, uint64_t end, resid_range_fn 
 			struct pm_scan_arg a = {
 				.size = sizeof(a), .start = start, .end = end,
 				.vec = (uintptr_t)regs, .vec_len = 64,
-				.category_inverted = scan_zero_ok ? PAGE_IS_PFNZERO : 0,
-				.category_mask = PAGE_IS_PRESENT | (scan_zero_ok ? PAGE_IS_PFNZERO : 0),
+				.category_inverted = PAGE_IS_FILE | (scan_zero_ok ? PAGE_IS_PFNZERO : 0),
+				.category_mask = PAGE_IS_PRESENT | PAGE_IS_FILE | (scan_zero_ok ? PAGE_IS_PFNZERO : 0),
 				.return_mask = PAGE_IS_PRESENT,
 			};
 			int n = ioctl(r->pagemap_fd, PAGEMAP_SCAN, &a);
@@ -292,7 +294,8 @@ int resid_present(struct resid *r, uint64_t start, uint64_t end, resid_range_fn 
 			return -1;
 		n = (size_t)got / 8;
 		for (size_t i = 0; i < n; i++, a += ps) {
-			int in = (e[i] & PM_PRESENT) && !(zero_pfn && (e[i] & PM_PFN_MASK) == zero_pfn);
+			int in = (e[i] & PM_PRESENT) && !(e[i] & PM_FILE) &&
+				 !(zero_pfn && (e[i] & PM_PFN_MASK) == zero_pfn);
 			if (in && run_end == a) {
 				run_end = a + ps;
 			} else if (in) {

@@ -37,8 +37,10 @@ uint64_t resid_range(struct resid *r, uint64_t start, uint64_t end);
 uint64_t resid_range_exclusive(struct resid *r, uint64_t start, uint64_t end);
 
 /*
- * Calls fn(ctx, s, e) for each run [s, e) of [start, end) that is resident
- * (present, and not the shared zero page where that can be told), in order.
+ * Calls fn(ctx, s, e) for each run [s, e) of [start, end) whose pages are
+ * resident and anonymous (present, not a file's page nor shared memory, not
+ * the shared zero page where that can be told: a private mapping's
+ * copy-on-write pages are), in order.
  * Returns 0, or -1 when the process's pages cannot be read.
  */
 typedef void (*resid_range_fn)(void *ctx, uint64_t start, uint64_t end);

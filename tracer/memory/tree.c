@@ -104,6 +104,15 @@ void tree_check_peak(struct tracer *T)
 	t->has_peak = 1;
 	t->time = tracer_now(T);
 	t->charged = sum;
+	t->pending = 1;
+}
+
+void tree_settle(struct tracer *T)
+{
+	struct tree *t = T->tree;
+	if (!t->pending)
+		return;
+	t->pending = 0;
 	for (struct proc *p = T->procs; p; p = p->next) {
 		if (!live(p))
 			continue;
@@ -124,6 +133,7 @@ void tree_check_peak(struct tracer *T)
 
 void tree_note(struct tracer *T, struct proc *p, char *file)
 {
+	tree_settle(T);
 	struct tree *t = T->tree;
 	if ((!p->profiled && (T->attach || p->pid == T->main_pid)) ||
 	    /* never seen to run on its own (a thread's bookkeeping, a vfork child that vanished) */
@@ -174,6 +184,7 @@ void tree_note(struct tracer *T, struct proc *p, char *file)
 
 int tree_top(struct tracer *T, uint32_t *node, pid_t *pid, uint64_t *charged)
 {
+	tree_settle(T);
 	struct tree *t = T->tree;
 	int found = -1;
 	*charged = 0;

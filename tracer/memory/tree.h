@@ -57,6 +57,7 @@ struct tree_proc {
 
 struct tree {
 	unsigned gen;           /* bumped at each new combined peak */
+	int pending;            /* its stacks not copied yet (tree_settle) */
 	int has_peak;
 	double time;            /* tracer_now clock */
 	uint64_t charged;
@@ -73,9 +74,13 @@ void tree_fin(struct tree *t);
 /*
  * With --follow-forks and more than one process: when the charges of the
  * live profiled processes sum to more than the combined peak so far, that
- * sum is the new one, and each process's charge by stack is copied.
+ * sum is the new one (O(processes): the touch view calls it at every page).
+ * Each process's charge by stack is copied by tree_settle, which comes
+ * before anything is taken away from any process and before the copies are
+ * read: until then charges only grow, so the copy is the combined peak's.
  */
 void tree_check_peak(struct tracer *T);
+void tree_settle(struct tracer *T);
 
 /*
  * Process p is going (its last thread gone, its snapshot written): its line

@@ -217,6 +217,7 @@ static int build(struct tracer *T, struct live_model *m)
 		return -1;
 	n = 0;
 	if (T->opts.follow_forks && T->tree->has_peak) {
+		tree_settle(T);
 		m->peak_charged = T->tree->charged;
 		m->peak_time = T->tree->time;
 		for (struct proc *p = T->procs; p; p = p->next)

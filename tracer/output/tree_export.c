@@ -104,6 +104,7 @@ static int add_stacks(struct tracer *T, struct snap *s, size_t *cap, const struc
 
 int tree_export(struct tracer *T, struct snap *s, const uint32_t *map)
 {
+	tree_settle(T);
 	struct tree *t = T->tree;
 	size_t n = t->n_done;
 	for (struct proc *p = T->procs; p; p = p->next)
