@@ -236,7 +236,7 @@ static __always_inline void emit(__u32 kind, __u32 owner, __u64 addr, __s64 size
 	__u64 n = sizeof(struct kf_rec) + (__u64)r->h.stack_len;
 	if (n > sizeof(*r))
 		n = sizeof(*r);
-	__u64 wake = pressure();
+	__u64 wake = pressure_of((flags & KF_SELF) != 0);
 	if (bpf_ringbuf_output(&ring, r, n, wake))
 		count(KF_C_LOST);
 }

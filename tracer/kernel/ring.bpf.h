@@ -40,20 +40,27 @@ static __always_inline void count(__u32 i)
  * ptrace's signal-delivery-stop (suppressed by ptfil once it has drained)
  * before it runs another instruction in user mode, so that each thread
  * writes at most one record past the mark. The submit flags: ptfil is woken
- * only past the wake mark, not at every record.
+ * only past the wake mark, not at every record. may_stop: the calling thread
+ * is one of a traced process's (never ptfil itself, another process writing
+ * into a traced one, a kernel thread: their records are written unstopped).
  */
-static __always_inline __u64 pressure(void)
+static __always_inline __u64 pressure_of(int may_stop)
 {
 	__u32 zero = 0;
 	struct RING_CONFIG *c = bpf_map_lookup_elem(&config, &zero);
 	__u64 unread = bpf_ringbuf_query(&ring, BPF_RB_AVAIL_DATA);
 	if (!c)
 		return 0;
-	if (c->stop_bytes && unread >= c->stop_bytes) {
+	if (may_stop && c->stop_bytes && unread >= c->stop_bytes) {
 		bpf_send_signal_thread((__u32)c->stop_signal);
 		count(RING_C_STOPS);
 	}
 	return unread >= c->wake_bytes ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+}
+
+static __always_inline __u64 pressure(void)
+{
+	return pressure_of(1);
 }
 
 #endif
