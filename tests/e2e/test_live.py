@@ -188,7 +188,9 @@ def test_launch_view():
 
         # Enter: the top stack's frames in full, innermost first (grow_step before main); Esc: back.
         pane.keys("Enter")
-        s = pane.wait_text("frames, innermost first")
+        # The heading and its rows are drawn a moment apart: wait for the rows too.
+        s = pane.wait_screen(lambda s: "frames, innermost first" in s and re.search(r"#\d+\s+main\b", s),
+                             "the top stack's frames, down to main")
         frames = [line for line in s.splitlines() if re.match(r"\s+#\d+ ", line)]
         at = {name: next((i for i, line in enumerate(frames) if re.search(r"#\d+\s+%s\b" % name, line)), None)
               for name in ("grow_step", "main")}
