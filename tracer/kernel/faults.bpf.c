@@ -290,7 +290,7 @@ struct rss_stat_args {
 
 /*
  * An address space's counter moved, in the context of the task that moved
- * it, after the change. A rise in a thread with a fault in flight completes
+ * it, after the change. A change in a thread with a fault in flight completes
  * that fault (4 KiB, or a huge page when it rose by 2 MiB or more: with
  * threads faulting at once one event may see another's page too); any other
  * rise, or a fall, is a record of its own.
@@ -334,8 +334,14 @@ int kf_rss(struct rss_stat_args *ctx)
 	}
 	__s64 delta = now - __sync_lock_test_and_set(&seen->last, now);
 	if (flags & KF_SELF) {
+		/*
+		 * The count is the process's and the event this thread's: with threads
+		 * faulting at once, another's event may have taken this one's rise (its
+		 * delta 0, or less with a release meanwhile). The fault in flight made its
+		 * page resident all the same.
+		 */
 		struct inflight *f = bpf_map_lookup_elem(&pending, &tid);
-		if (f && delta > 0) {
+		if (f) {
 			__s64 size = delta >= (__s64)HUGE ? (__s64)HUGE : 4096;
 			__u64 addr = size == (__s64)HUGE ? f->addr & ~(HUGE - 1) : f->addr;
 			__u64 err = f->err;
