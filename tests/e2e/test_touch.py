@@ -17,6 +17,7 @@ from ptfiltest import MiB, Attached, bare, charged_through, check_near, exec_map
 TOUCH = [target("touch")]
 LOOP = target("attach_loop")
 THREADS = target("attach_threads")
+REMAP = target("remap_wait")
 FAULT_PATH_REFUSED = "cannot charge memory to the code that made it resident"
 
 
@@ -170,8 +171,55 @@ def test_attach_touch_charges_the_workers():
     assert charged_through(doc, "[before attach]") > 0
 
 
+def check_remap(doc, out):
+    """remap_wait's pages at its peak, after the move and a release: write_first's 8 MiB where mremap
+    took them, write_rest's 24, write_more's 2."""
+    assert b"moved=1" in out, "the kernel grew the mapping in place: nothing was moved\n%r" % out
+    check_near("write_first", charged_through(doc, "write_first"), 8 * MiB, rel=0.01)
+    check_near("write_rest", charged_through(doc, "write_rest"), 24 * MiB, rel=0.01)
+    check_near("write_more", charged_through(doc, "write_more"), 2 * MiB, rel=0.01)
+    m = re.search(rb"RssAnon:\s+(\d+) kB", out)
+    assert m, out
+    # The peak is the program's anonymous residency (read by the program itself), within 1%.
+    check_near("the peak", doc["peak"]["charged_bytes"], int(m.group(1)) * 1024, rel=0.01)
+
+
+def test_moved_mapping_keeps_its_pages():
+    """A mapping written, then moved by mremap and grown: its pages keep the stack that wrote them
+    (the move is a record of the fault path, in its place among the faults), under launch."""
+    r = launch([REMAP], ptfil_args=("-i", "0", "--charge", "touch"), stdin_data=b"go\nrelease\n")
+    err = r.stderr.decode(errors="replace")
+    if r.returncode != 0 and FAULT_PATH_REFUSED in err:
+        missing("the fault path cannot run here: " + err.strip())
+    assert r.returncode == 0, (r.returncode, err)
+    doc = r.json
+    assert doc["counters"].get("touch.moves", 0) >= 1, doc["counters"]
+    check_remap(doc, r.stdout)
+
+
+def test_attach_moved_mapping_keeps_its_pages():
+    """The same under attach, where no mapping call stops: the pages mremap took away from their old
+    addresses are not released (the residency scan waits for the move's record), and are found
+    charged at the new ones. Run five times: the scan and the move race."""
+    for _ in range(5):
+        with Attached([REMAP]) as a:
+            a.attach("--charge", "touch")
+            a.send("go")
+            a.wait_output("holding")
+            time.sleep(0.2)
+            a.signal(signal.SIGINT)
+            rc, err = a.finish()
+            assert rc == 0, (rc, err)
+            a.send("release")
+            status, out = a.target_finish()
+            assert status == 0, (status, out)
+            doc = a.json()
+        check_remap(doc, out)
+
+
 if __name__ == "__main__":
     main([test_touch_charges_the_code_that_made_memory_resident, test_small_ring_loses_nothing,
           test_alloc_charges_the_code_that_reserved_it,
           test_both_views_link_the_writer_to_the_reserver, test_attach_touch_writes_nothing_and_survives_kill_9,
-          test_attach_touch_charges_the_workers])
+          test_attach_touch_charges_the_workers, test_moved_mapping_keeps_its_pages,
+          test_attach_moved_mapping_keeps_its_pages])

@@ -81,6 +81,21 @@ struct {
 	__type(value, struct inflight);
 } pending SEC(".maps");
 
+/* Per process: its mremap calls (struct kf_moves); per thread: the one it is in. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, struct kf_moves);
+} moves SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, __u32);
+} moving SEC(".maps");
+
 /* Per thread: its stack's mapping [lo, hi), and the key of its last stack copy. */
 struct stk {
 	__u64 lo, hi;
@@ -358,5 +373,76 @@ int kf_rss(struct rss_stat_args *ctx)
 	}
 	/* A rise with no fault: the thread's own syscall (MAP_POPULATE, mlock, MADV_POPULATE_WRITE), or from outside. */
 	emit(KF_GROW, owner, 0, delta, flags, (__u64)now, (flags & KF_SELF) != 0);
+	return 0;
+}
+
+/*
+ * mremap, at its entry and its return: a move is written into the ring in
+ * its place among the faults, and counted, so that ptfil never takes the
+ * pages it moved for pages released (faults.c, scan_released). The raw
+ * syscall tracepoints, as this kernel lets a program attach to no syscall's
+ * own function: every syscall of the machine passes a compare of its number.
+ */
+#define NR_MREMAP 25
+
+SEC("tp_btf/sys_enter")
+int BPF_PROG(kf_sys_enter, struct pt_regs *regs, long nr)
+{
+	if (nr != NR_MREMAP)
+		return 0;
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = (__u32)(id >> 32), tid = (__u32)id, one = 1;
+	if (!bpf_map_lookup_elem(&tracked, &tgid))
+		return 0;
+	struct kf_moves zero = {};
+	bpf_map_update_elem(&moves, &tgid, &zero, BPF_NOEXIST);
+	struct kf_moves *m = bpf_map_lookup_elem(&moves, &tgid);
+	if (!m || bpf_map_update_elem(&moving, &tid, &one, BPF_ANY))
+		return 0;
+	__sync_fetch_and_add(&m->begun, 1);
+	return 0;
+}
+
+SEC("tp_btf/sys_exit")
+int BPF_PROG(kf_sys_exit, struct pt_regs *regs, long ret)
+{
+	if (BPF_CORE_READ(regs, orig_ax) != NR_MREMAP)
+		return 0;
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tgid = (__u32)(id >> 32), tid = (__u32)id;
+	if (!bpf_map_lookup_elem(&moving, &tid))
+		return 0;
+	bpf_map_delete_elem(&moving, &tid);
+	struct kf_moves *m = bpf_map_lookup_elem(&moves, &tgid);
+	if (!m)
+		return 0;
+	/* The arguments are still in the saved registers; the result is ret. */
+	__u64 old = BPF_CORE_READ(regs, di), oldlen = (BPF_CORE_READ(regs, si) + 4095) & ~4095ull;
+	__u64 newlen = (BPF_CORE_READ(regs, dx) + 4095) & ~4095ull;
+	/* An error is -4095 ... -1; a user address is positive. */
+	if (oldlen && (ret >= 0 || ret < -4095)) {
+		__u32 zero = 0;
+		struct kf_big *r = bpf_map_lookup_elem(&scratch, &zero);
+		if (r) {
+			__builtin_memset(&r->h, 0, sizeof(r->h));
+			r->h.kind = KF_MOVE;
+			r->h.tid = tid;
+			r->h.tgid = tgid;
+			r->h.owner = tgid;
+			r->h.addr = old;
+			r->h.size = (__s64)oldlen;
+			r->h.flags = KF_SELF;
+			r->h.time = bpf_ktime_get_ns();
+			r->h.regs[KF_MOVE_TO] = (__u64)ret;
+			r->h.regs[KF_MOVE_LEN] = newlen;
+			r->h.regs[KF_MOVE_SEQ] = __sync_fetch_and_add(&m->moved, 1) + 1;
+			if (bpf_ringbuf_output(&ring, &r->h, sizeof(r->h), pressure_of(1))) {
+				/* Lost (counted, and said at the end): not waited for. */
+				__sync_fetch_and_add(&m->moved, -1);
+				count(KF_C_LOST);
+			}
+		}
+	}
+	__sync_fetch_and_add(&m->finished, 1);
 	return 0;
 }

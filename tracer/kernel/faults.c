@@ -52,10 +52,10 @@ struct faults {
 	struct faults_stats stats;
 #ifdef HAVE_BPF
 	struct bpf_object *obj;
-	struct bpf_link *links[3];
+	struct bpf_link *links[5];
 	int perf_fd;
 	struct ring_buffer *rb;
-	int tracked_fd, counters_fd, config_fd;
+	int tracked_fd, counters_fd, config_fd, moves_fd;
 	size_t ring_size;
 	size_t marked_threads;
 	int stop_signal;
@@ -167,7 +167,7 @@ static void close_bpf(struct faults *f)
 	if (f->rb)
 		ring_buffer__free(f->rb);
 	f->rb = NULL;
-	for (int i = 0; i < 3; i++)
+	for (size_t i = 0; i < sizeof(f->links) / sizeof(f->links[0]); i++)
 		if (f->links[i])
 			bpf_link__destroy(f->links[i]);
 	memset(f->links, 0, sizeof(f->links));
@@ -201,12 +201,12 @@ static int open_fault_path(struct tracer *T, struct faults *f, char *why, size_t
 		say_errno(why, n, "loading the fault programs", err < 0 ? -err : err);
 		return -1;
 	}
-	static const char *const tp[2] = { "kf_fault_user", "kf_fault_kernel" };
-	for (int i = 0; i < 2; i++) {
+	static const char *const tp[4] = { "kf_fault_user", "kf_fault_kernel", "kf_sys_enter", "kf_sys_exit" };
+	for (int i = 0; i < 4; i++) {
 		struct bpf_program *p = bpf_object__find_program_by_name(f->obj, tp[i]);
-		f->links[i] = p ? bpf_program__attach(p) : NULL;
-		if (!f->links[i]) {
-			say_errno(why, n, "attaching to the page-fault tracepoints", errno);
+		f->links[i < 2 ? i : i + 1] = p ? bpf_program__attach(p) : NULL;
+		if (!f->links[i < 2 ? i : i + 1]) {
+			say_errno(why, n, i < 2 ? "attaching to the page-fault tracepoints" : "attaching to the syscall tracepoints", errno);
 			return -1;
 		}
 	}
@@ -231,8 +231,9 @@ static int open_fault_path(struct tracer *T, struct faults *f, char *why, size_t
 	f->tracked_fd = bpf_object__find_map_fd_by_name(f->obj, "tracked");
 	f->counters_fd = bpf_object__find_map_fd_by_name(f->obj, "counters");
 	f->config_fd = bpf_object__find_map_fd_by_name(f->obj, "config");
+	f->moves_fd = bpf_object__find_map_fd_by_name(f->obj, "moves");
 	int ring_fd = bpf_map__fd(ring);
-	if (f->tracked_fd < 0 || f->counters_fd < 0 || f->config_fd < 0 || ring_fd < 0) {
+	if (f->tracked_fd < 0 || f->counters_fd < 0 || f->config_fd < 0 || f->moves_fd < 0 || ring_fd < 0) {
 		snprintf(why, n, "ptfil's fault programs lack a map");
 		return -1;
 	}
@@ -336,6 +337,9 @@ int faults_track(struct tracer *T, struct proc *p)
 	uint32_t pid = (uint32_t)p->pid, one = 1;
 	if (bpf_map_update_elem(T->kf->tracked_fd, &pid, &one, BPF_ANY))
 		return error_errno("cannot follow the page faults of process %d", (int)p->pid);
+	/* Moves written before (a previous image, a previous run's process) are not waited for. */
+	struct kf_moves m;
+	p->touch->moves_applied = bpf_map_lookup_elem(T->kf->moves_fd, &pid, &m) == 0 ? m.moved : 0;
 	return 0;
 }
 
@@ -345,6 +349,27 @@ void faults_untrack(struct tracer *T, struct proc *p)
 		return;
 	uint32_t pid = (uint32_t)p->pid;
 	bpf_map_delete_elem(T->kf->tracked_fd, &pid);
+	bpf_map_delete_elem(T->kf->moves_fd, &pid);
+}
+
+/*
+ * Whether p's pages may be compared with the ledger now: no mremap of p in
+ * flight, every move it made applied. *m is what the kernel said, for
+ * moves_unchanged after the comparison.
+ */
+static int moves_settled(struct tracer *T, struct proc *p, struct kf_moves *m)
+{
+	uint32_t pid = (uint32_t)p->pid;
+	if (bpf_map_lookup_elem(T->kf->moves_fd, &pid, m))
+		memset(m, 0, sizeof(*m));
+	return m->begun == m->finished && p->touch->moves_applied >= m->moved;
+}
+
+/* ... and whether no mremap began since. */
+static int moves_unchanged(struct tracer *T, struct proc *p, const struct kf_moves *before)
+{
+	struct kf_moves m;
+	return moves_settled(T, p, &m) && m.begun == before->begun;
 }
 
 static void to_regs(const struct kf_rec *r, struct user_regs_struct *u)
@@ -440,14 +465,43 @@ static void mark_present(void *ctx, uint64_t start, uint64_t end)
 	}
 }
 
+/* Ranges found not resident, released after the look (struct kf_moves says whether it holds). */
+struct gone {
+	struct gone_range { uint64_t start, end; } *v;
+	size_t n, cap;
+};
+
+static int gone_add(struct gone *g, uint64_t start, uint64_t end)
+{
+	if (g->n && g->v[g->n - 1].end == start) {
+		g->v[g->n - 1].end = end;
+		return 0;
+	}
+	if (g->n == g->cap) {
+		size_t cap = g->cap ? 2 * g->cap : 64;
+		struct gone_range *v = realloc(g->v, cap * sizeof(*v));
+		if (!v)
+			return -1;
+		g->v = v;
+		g->cap = cap;
+	}
+	g->v[g->n++] = (struct gone_range){ start, end };
+	return 0;
+}
+
 /*
  * The pages the ledger charges that are not resident any more (unmapped with
  * no stop seen, reclaimed, swapped out, MADV_FREE'd and taken back): released,
- * the peak settled first. Returns the bytes released.
+ * the peak settled first. Not while an mremap of p is in flight or its record
+ * unread, nor when one began during the look: the pages it moved are not
+ * gone, and its record moves their charges. Returns the bytes released.
  */
 static uint64_t scan_released(struct tracer *T, struct proc *p)
 {
 	struct touch *tv = p->touch;
+	struct kf_moves before;
+	if (!moves_settled(T, p, &before))
+		return 0;
 	uint64_t released = 0;
 	/* Regions first (the table changes as pages go). */
 	size_t n = 0;
@@ -457,7 +511,9 @@ static uint64_t scan_released(struct tracer *T, struct proc *p)
 	for (size_t i = 0; i < tv->pages.cap && n < tv->pages.n; i++)
 		if (tv->pages.slot[i])
 			idx[n++] = tv->pages.slot[i]->index;
-	for (size_t k = 0; k < n; k++) {
+	struct gone g = { NULL, 0, 0 };
+	int failed = 0;
+	for (size_t k = 0; k < n && !failed; k++) {
 		struct present pr;
 		memset(&pr, 0, sizeof(pr));
 		pr.base = idx[k] << PAGES_REGION_SHIFT;
@@ -472,13 +528,21 @@ static uint64_t scan_released(struct tracer *T, struct proc *p)
 			uint64_t j = i + 1;
 			while (j < PAGES_PER_REGION && !((pr.bits[j / 64] >> (j % 64)) & 1))
 				j++;
-			uint64_t before = tv->l.charged;
-			alloc_released(T, p, a, pr.base + (j << PAGES_SHIFT));
-			released += before - tv->l.charged;
+			if (gone_add(&g, a, pr.base + (j << PAGES_SHIFT))) {
+				failed = 1;
+				break;
+			}
 			i = j;
 		}
 	}
 	free(idx);
+	if (!failed && moves_unchanged(T, p, &before))
+		for (size_t k = 0; k < g.n; k++) {
+			uint64_t charged = tv->l.charged;
+			alloc_released(T, p, g.v[k].start, g.v[k].end);
+			released += charged - tv->l.charged;
+		}
+	free(g.v);
 	T->kf->stats.scans++;
 	T->kf->stats.scan_released += released;
 	return released;
@@ -523,6 +587,9 @@ static int on_ring(void *ctx, void *data, size_t len)
 		return 0;
 	f->stats.records++;
 	struct proc *p = tracer_proc(T, (pid_t)r->owner);
+	/* A move is counted as seen even where it is not applied, so that the comparison with the pages is not held up. */
+	if (r->kind == KF_MOVE && p && p->touch && r->regs[KF_MOVE_SEQ] > p->touch->moves_applied)
+		p->touch->moves_applied = r->regs[KF_MOVE_SEQ];
 	if (!p || !p->touch || !p->profiled || !p->ready) {
 		f->stats.unknown++;
 		return 0;
@@ -555,6 +622,16 @@ static int on_ring(void *ctx, void *data, size_t len)
 		f->stats.shrinks++;
 		tv->rss_seen = r->rss;
 		break;
+	case KF_MOVE: {
+		/* In its place among the faults: the pages before it were charged at the old addresses. */
+		uint64_t old = r->addr, oldlen = (uint64_t)r->size, to = r->regs[KF_MOVE_TO], newlen = r->regs[KF_MOVE_LEN];
+		f->stats.moves++;
+		if (newlen < oldlen)
+			alloc_released(T, p, old + newlen, old + oldlen);
+		if (to != old)
+			alloc_moved(T, p, old, newlen < oldlen ? newlen : oldlen, to);
+		break;
+	}
 	default:
 		break;
 	}

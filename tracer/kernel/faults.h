@@ -21,7 +21,7 @@ struct proc;
 
 /* What the fault path did, for the snapshot's counters. */
 struct faults_stats {
-	uint64_t records, faults, cows, grows, shrinks;
+	uint64_t records, faults, cows, grows, shrinks, moves;
 	uint64_t lost, stops, reads, stack_fails, same_stacks, stale;
 	uint64_t unknown;        /* records of processes not traced any more */
 	uint64_t scans;          /* residency scans (grows and shrinks no fault explained) */

@@ -13,6 +13,24 @@ enum {
 	KF_COW,         /* a write fault on a present page (copy-on-write, the zero page written): 4 KiB made the thread's */
 	KF_GROW,        /* the anonymous page count rose with no fault in flight (a syscall's GUP, another process, a kernel thread) */
 	KF_SHRINK,      /* it fell (a release, reclaim, exit): size is the (negative) change */
+	KF_MOVE,        /* mremap succeeded: [addr, addr + size) is now [regs[KF_MOVE_TO], + regs[KF_MOVE_LEN]) */
+};
+
+/* A KF_MOVE record's other fields: where the range went, its new length, and its number (struct kf_moves.moved). */
+#define KF_MOVE_TO 0
+#define KF_MOVE_LEN 1
+#define KF_MOVE_SEQ 2
+
+/*
+ * Per process (by tgid): its mremap calls begun and finished, and the
+ * KF_MOVE records written. ptfil compares its pages with the kernel's only
+ * while none is in flight and every move written has been applied: a page
+ * a move took away is not a page released.
+ */
+struct kf_moves {
+	unsigned long long begun;
+	unsigned long long finished;
+	unsigned long long moved;
 };
 
 /* flags */

@@ -490,7 +490,8 @@ static int build_counters(struct tracer *T, struct proc *p, struct snap *s)
 	if (p->touch &&
 	    (counter(s, &k, "touch.records", fs->records) || counter(s, &k, "touch.faults", fs->faults) ||
 	     counter(s, &k, "touch.copy_on_write", fs->cows) || counter(s, &k, "touch.grows", fs->grows) ||
-	     counter(s, &k, "touch.shrinks", fs->shrinks) || counter(s, &k, "touch.lost", fs->lost) ||
+	     counter(s, &k, "touch.shrinks", fs->shrinks) || counter(s, &k, "touch.moves", fs->moves) ||
+	     counter(s, &k, "touch.lost", fs->lost) ||
 	     counter(s, &k, "touch.backpressure", fs->stops) || counter(s, &k, "touch.read_faults", fs->reads) ||
 	     counter(s, &k, "touch.stack_copies_failed", fs->stack_fails) ||
 	     counter(s, &k, "touch.stacks_repeated", fs->same_stacks) || counter(s, &k, "touch.stale_faults", fs->stale) ||

@@ -172,7 +172,7 @@ static int in_allocator(struct tracer *T, struct tracee *t, long nr, const struc
 static int touch_release_call(long nr, const uint64_t a[6])
 {
 	switch (nr) {
-	case SYS_munmap: case SYS_mremap: case SYS_brk:
+	case SYS_munmap: case SYS_brk:
 		return 1;
 	case SYS_mmap:
 		return (a[3] & MAP_FIXED) != 0;
@@ -186,8 +186,9 @@ static int touch_release_call(long nr, const uint64_t a[6])
 
 /*
  * The touch view's side of a mapping call that succeeded with ret: the pages
- * it released or moved, whichever mappings they lie in (the allocator's, a
- * file's private copy, memory from before the attach).
+ * it released, whichever mappings they lie in (the allocator's, a file's
+ * private copy, memory from before the attach). An mremap is the fault
+ * path's own record, in its place among the faults (kernel/faults.bpf.c).
  */
 static void touch_end(struct tracer *T, struct proc *p, const struct sc_call *sc, uint64_t ret)
 {
@@ -200,16 +201,6 @@ static void touch_end(struct tracer *T, struct proc *p, const struct sc_call *sc
 	case SYS_munmap:
 		alloc_released(T, p, a[0], a[0] + page_up(a[1]));
 		return;
-	case SYS_mremap: {
-		uint64_t old = a[0], oldlen = page_up(a[1]), newlen = page_up(a[2]);
-		if (!oldlen)
-			return;
-		if (newlen < oldlen)
-			alloc_released(T, p, old + newlen, old + oldlen);
-		if (ret != old)
-			alloc_moved(T, p, old, newlen < oldlen ? newlen : oldlen, ret);
-		return;
-	}
 	case SYS_madvise:
 		if (touch_release_call(sc->nr, a))
 			alloc_released(T, p, page_down(a[0]), page_up(a[0] + a[1]));
