@@ -271,9 +271,12 @@ int tracer_attach(const struct tracer_opts *o)
 	}
 	if (child == 0) {
 		static struct tracer T;
-		if (session_init(&T, o) || faults_choose(&T) || kheap_choose(&T))
+		if (session_init(&T, o))
 			_exit(1);
+		/* Before the event sources are chosen: the fault path loads what attach needs. */
 		T.attach = 1;
+		if (faults_choose(&T) || kheap_choose(&T))
+			_exit(1);
 		T.main_pid = pid;
 		T.output = output;
 		signals_install(1);

@@ -27,6 +27,7 @@
 #include "tracer/kernel/kwait.h"
 #include "tracer/memory/alloc.h"
 #include "tracer/memory/resid.h"
+#include "tracer/ptrace/mapcalls.h"
 #include "tracer/stacks/capture.h"
 #include "tracer/stacks/pystack.h"
 #include "tracer/stacks/stacks.h"
@@ -201,8 +202,12 @@ static int open_fault_path(struct tracer *T, struct faults *f, char *why, size_t
 		say_errno(why, n, "loading the fault programs", err < 0 ? -err : err);
 		return -1;
 	}
+	/*
+	 * The syscall tracepoints cost every syscall of the machine a compare
+	 * (docs/fault-path.md): only under attach, where no mremap stops.
+	 */
 	static const char *const tp[4] = { "kf_fault_user", "kf_fault_kernel", "kf_sys_enter", "kf_sys_exit" };
-	for (int i = 0; i < 4; i++) {
+	for (int i = 0; i < (T->attach ? 4 : 2); i++) {
 		struct bpf_program *p = bpf_object__find_program_by_name(f->obj, tp[i]);
 		f->links[i < 2 ? i : i + 1] = p ? bpf_program__attach(p) : NULL;
 		if (!f->links[i < 2 ? i : i + 1]) {
@@ -354,12 +359,16 @@ void faults_untrack(struct tracer *T, struct proc *p)
 
 /*
  * Whether p's pages may be compared with the ledger now: no mremap of p in
- * flight, every move it made applied. *m is what the kernel said, for
+ * flight (seen at its stops under launch, by the kernel's syscall
+ * tracepoints under attach), every move it made applied. *m is what the kernel said, for
  * moves_unchanged after the comparison.
  */
 static int moves_settled(struct tracer *T, struct proc *p, struct kf_moves *m)
 {
 	uint32_t pid = (uint32_t)p->pid;
+	/* Under launch an mremap stops at its entry and its exit, where the move is applied. */
+	if (sysc_moving(T, p))
+		return 0;
 	if (bpf_map_lookup_elem(T->kf->moves_fd, &pid, m))
 		memset(m, 0, sizeof(*m));
 	return m->begun == m->finished && p->touch->moves_applied >= m->moved;

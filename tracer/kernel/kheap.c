@@ -179,7 +179,8 @@ static void set_marks(struct tracer *T)
 		return;
 	k->marked_threads = T->n_threads;
 	uint64_t ring = k->kp.ring_size, room = (uint64_t)(T->n_threads + 4) * (sizeof(struct kh_entry) + 16);
-	uint64_t stop = ring > 2 * room ? ring - room : ring / 4;
+	/* A ring too small for one record past the mark per thread (a test's 64 KiB) stops them early. */
+	uint64_t stop = ring > 2 * room ? ring - room : ring / 8;
 	if (kprobes_config(&k->kp, stop, ring / 8, k->stop_signal))
 		warning_errno("cannot set the ring buffer's marks");
 }

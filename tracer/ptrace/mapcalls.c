@@ -172,7 +172,7 @@ static int in_allocator(struct tracer *T, struct tracee *t, long nr, const struc
 static int touch_release_call(long nr, const uint64_t a[6])
 {
 	switch (nr) {
-	case SYS_munmap: case SYS_brk:
+	case SYS_munmap: case SYS_mremap: case SYS_brk:
 		return 1;
 	case SYS_mmap:
 		return (a[3] & MAP_FIXED) != 0;
@@ -186,9 +186,10 @@ static int touch_release_call(long nr, const uint64_t a[6])
 
 /*
  * The touch view's side of a mapping call that succeeded with ret: the pages
- * it released, whichever mappings they lie in (the allocator's, a file's
- * private copy, memory from before the attach). An mremap is the fault
- * path's own record, in its place among the faults (kernel/faults.bpf.c).
+ * it released or moved, whichever mappings they lie in (the allocator's, a
+ * file's private copy). Every fault before the call was applied at this
+ * stop; the residency scan waited for it (sysc_moving). Under attach, with
+ * no stops, an mremap is the fault path's own record (kernel/faults.bpf.c).
  */
 static void touch_end(struct tracer *T, struct proc *p, const struct sc_call *sc, uint64_t ret)
 {
@@ -201,6 +202,16 @@ static void touch_end(struct tracer *T, struct proc *p, const struct sc_call *sc
 	case SYS_munmap:
 		alloc_released(T, p, a[0], a[0] + page_up(a[1]));
 		return;
+	case SYS_mremap: {
+		uint64_t old = a[0], oldlen = page_up(a[1]), newlen = page_up(a[2]);
+		if (!oldlen)
+			return;
+		if (newlen < oldlen)
+			alloc_released(T, p, old + newlen, old + oldlen);
+		if (ret != old)
+			alloc_moved(T, p, old, newlen < oldlen ? newlen : oldlen, ret);
+		return;
+	}
 	case SYS_madvise:
 		if (touch_release_call(sc->nr, a))
 			alloc_released(T, p, page_down(a[0]), page_up(a[0] + a[1]));
@@ -214,7 +225,25 @@ static void touch_end(struct tracer *T, struct proc *p, const struct sc_call *sc
 	}
 }
 
+static int begin_call(struct tracer *T, struct tracee *t, long nr, const uint64_t a[6], const struct user_regs_struct *regs);
+
 int sysc_begin(struct tracer *T, struct tracee *t, long nr, const uint64_t a[6], const struct user_regs_struct *regs)
+{
+	int see_exit = begin_call(T, t, nr, a, regs);
+	t->sc->moving = see_exit && nr == SYS_mremap && t->p->touch;
+	return see_exit;
+}
+
+int sysc_moving(const struct tracer *T, const struct proc *p)
+{
+	for (size_t h = 0; h < TRACER_HASH; h++)
+		for (const struct tracee *t = T->threads[h]; t; t = t->hnext)
+			if (t->p == p && t->sc && t->sc->moving)
+				return 1;
+	return 0;
+}
+
+static int begin_call(struct tracer *T, struct tracee *t, long nr, const uint64_t a[6], const struct user_regs_struct *regs)
 {
 	struct proc *p = t->p;
 	struct sc_call *sc = t->sc;
@@ -292,7 +321,8 @@ void sysc_end(struct tracer *T, struct tracee *t, uint64_t ret, const struct use
 	struct proc *p = t->p;
 	if (!p->ready)
 		return;
-	const struct sc_call *sc = t->sc;
+	struct sc_call *sc = t->sc;
+	sc->moving = 0;
 	const uint64_t *a = sc->args;
 	struct ledger *l = p->ledger;
 	if (p->touch && !is_err(ret))

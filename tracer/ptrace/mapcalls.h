@@ -19,6 +19,7 @@ struct sc_call {
 	uint64_t args[6];
 	int heap;              /* the allocator's own call (inside a malloc-family call): its blocks are charged instead */
 	uint32_t stack;        /* a wrapped call's stack, taken at its entry; STACKS_FAILED when none */
+	int moving;            /* an mremap between its entry and exit stops (the touch view's pages may be moving) */
 };
 
 /* At a seccomp stop of thread t: returns the ptrace request to restart it with. */
@@ -34,5 +35,7 @@ void sysc_exit(struct tracer *T, struct tracee *t);
 int sysc_begin(struct tracer *T, struct tracee *t, long nr, const uint64_t args[6],
 	       const struct user_regs_struct *regs);
 void sysc_end(struct tracer *T, struct tracee *t, uint64_t ret, const struct user_regs_struct *regs);
+/* Whether a thread of p is inside an mremap whose entry was seen and whose exit was not yet. */
+int sysc_moving(const struct tracer *T, const struct proc *p);
 
 #endif
