@@ -148,21 +148,27 @@ def test_attach_touch_writes_nothing_and_survives_kill_9():
     assert (status, out) == want, ((status, out), want)
 
 
-def test_attach_touch_charges_the_workers():
-    """Threads that map and write their blocks while attached: each worker is charged what it wrote,
-    and what was resident at the attach goes to [before attach]."""
-    with Attached([THREADS]) as a:
+def attach_holding(argv, settle):
+    """argv attached with --charge touch, sent "go"; once it prints "holding" and settle seconds
+    more, ptfil is stopped by SIGINT and the target sent "release": (its stdout, the snapshot's JSON)."""
+    with Attached(argv) as a:
         a.attach("--charge", "touch")
         a.send("go")
         a.wait_output("holding")
-        time.sleep(0.3)
+        time.sleep(settle)
         a.signal(signal.SIGINT)
         rc, err = a.finish()
         assert rc == 0, (rc, err)
         a.send("release")
         status, out = a.target_finish()
         assert status == 0, (status, out)
-        doc = a.json()
+        return out, a.json()
+
+
+def test_attach_touch_charges_the_workers():
+    """Threads that map and write their blocks while attached: each worker is charged what it wrote,
+    and what was resident at the attach goes to [before attach]."""
+    _, doc = attach_holding([THREADS], 0.3)
     assert doc["view"] == "touch"
     c = doc["counters"]
     assert c.get("stops.bp_entry", 0) == 0 and c.get("stops.bp_wrapper", 0) == 0, c
@@ -201,18 +207,7 @@ def test_attach_moved_mapping_keeps_its_pages():
     released (the residency scan waits for that record), and are found charged at the new ones. Run
     five times: the scan and the move race."""
     for _ in range(5):
-        with Attached([REMAP]) as a:
-            a.attach("--charge", "touch")
-            a.send("go")
-            a.wait_output("holding")
-            time.sleep(0.2)
-            a.signal(signal.SIGINT)
-            rc, err = a.finish()
-            assert rc == 0, (rc, err)
-            a.send("release")
-            status, out = a.target_finish()
-            assert status == 0, (status, out)
-            doc = a.json()
+        out, doc = attach_holding([REMAP], 0.2)
         assert doc["counters"].get("touch.moves", 0) >= 1, doc["counters"]
         check_remap(doc, out)
 

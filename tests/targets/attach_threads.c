@@ -77,19 +77,6 @@ NOINLINE static void *worker_three(void *arg)
 	return NULL;
 }
 
-/* Reads lines from stdin until one equals word; exits 3 at end of input. */
-static void expect_line(const char *word)
-{
-	char line[128];
-	while (fgets(line, sizeof(line), stdin)) {
-		line[strcspn(line, "\n")] = 0;
-		if (!strcmp(line, word))
-			return;
-	}
-	fprintf(stderr, "attach_threads: end of input before '%s'\n", word);
-	exit(3);
-}
-
 int main(void)
 {
 	void *(*const workers[3])(void *) = { worker_one, worker_two, worker_three };

@@ -68,18 +68,6 @@ NOINLINE static char *write_more(void)
 	return m;
 }
 
-static void expect_line(const char *word)
-{
-	char line[128];
-	while (fgets(line, sizeof(line), stdin)) {
-		line[strcspn(line, "\n")] = 0;
-		if (!strcmp(line, word))
-			return;
-	}
-	fprintf(stderr, "remap_wait: end of input before '%s'\n", word);
-	exit(3);
-}
-
 static void print_rss_anon(void)
 {
 	char line[256];

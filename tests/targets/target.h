@@ -11,6 +11,19 @@
 #define MiB (1024UL * 1024UL)
 #define NOINLINE __attribute__((noinline, noclone))
 
+/* Reads lines from stdin until one equals word; exits 3 at end of input (the test gave up). */
+static inline void expect_line(const char *word)
+{
+	char line[128];
+	while (fgets(line, sizeof(line), stdin)) {
+		line[strcspn(line, "\n")] = 0;
+		if (!strcmp(line, word))
+			return;
+	}
+	fprintf(stderr, "end of input before '%s'\n", word);
+	exit(3);
+}
+
 /* Writes one byte in every page of [p, p+len), so exactly len bytes become resident. */
 static inline void touch(void *p, size_t len)
 {
