@@ -203,15 +203,17 @@ static int open_fault_path(struct tracer *T, struct faults *f, char *why, size_t
 		return -1;
 	}
 	/*
-	 * The syscall tracepoints cost every syscall of the machine a compare
+	 * links[0, 1]: the page-fault tracepoints; [2]: rss_stat; [3, 4] the
+	 * syscall tracepoints, which cost every syscall of the machine a compare
 	 * (docs/fault-path.md): only under attach, where no mremap stops.
 	 */
 	static const char *const tp[4] = { "kf_fault_user", "kf_fault_kernel", "kf_sys_enter", "kf_sys_exit" };
+	static const int slot[4] = { 0, 1, 3, 4 };
 	for (int i = 0; i < (T->attach ? 4 : 2); i++) {
 		struct bpf_program *p = bpf_object__find_program_by_name(f->obj, tp[i]);
-		f->links[i < 2 ? i : i + 1] = p ? bpf_program__attach(p) : NULL;
-		if (!f->links[i < 2 ? i : i + 1]) {
-			say_errno(why, n, i < 2 ? "attaching to the page-fault tracepoints" : "attaching to the syscall tracepoints", errno);
+		if (!p || !(f->links[slot[i]] = bpf_program__attach(p))) {
+			say_errno(why, n, i < 2 ? "attaching to the page-fault tracepoints" : "attaching to the syscall tracepoints",
+				  errno);
 			return -1;
 		}
 	}
@@ -633,12 +635,8 @@ static int on_ring(void *ctx, void *data, size_t len)
 		break;
 	case KF_MOVE: {
 		/* In its place among the faults: the pages before it were charged at the old addresses. */
-		uint64_t old = r->addr, oldlen = (uint64_t)r->size, to = r->regs[KF_MOVE_TO], newlen = r->regs[KF_MOVE_LEN];
 		f->stats.moves++;
-		if (newlen < oldlen)
-			alloc_released(T, p, old + newlen, old + oldlen);
-		if (to != old)
-			alloc_moved(T, p, old, newlen < oldlen ? newlen : oldlen, to);
+		alloc_remapped(T, p, r->addr, (uint64_t)r->size, r->regs[KF_MOVE_LEN], r->regs[KF_MOVE_TO]);
 		break;
 	}
 	default:

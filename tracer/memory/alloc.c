@@ -278,7 +278,8 @@ void alloc_released(struct tracer *T, struct proc *p, uint64_t start, uint64_t e
 	pages_release(&tv->pages, start, end);
 }
 
-void alloc_moved(struct tracer *T, struct proc *p, uint64_t from, uint64_t len, uint64_t to)
+/* [from, from + len) of p moved to to. */
+static void alloc_moved(struct tracer *T, struct proc *p, uint64_t from, uint64_t len, uint64_t to)
 {
 	struct touch *tv = p->touch;
 	if (!tv)
@@ -287,4 +288,12 @@ void alloc_moved(struct tracer *T, struct proc *p, uint64_t from, uint64_t len, 
 	alloc_touch_settle(p);
 	if (pages_move(&tv->pages, from, len, to))
 		warning("out of memory moving resident pages");
+}
+
+void alloc_remapped(struct tracer *T, struct proc *p, uint64_t old, uint64_t oldlen, uint64_t newlen, uint64_t to)
+{
+	if (newlen < oldlen)
+		alloc_released(T, p, old + newlen, old + oldlen);
+	if (to != old)
+		alloc_moved(T, p, old, newlen < oldlen ? newlen : oldlen, to);
 }

@@ -142,8 +142,8 @@ void alloc_resident(struct tracer *T, struct proc *p, uint64_t start, uint64_t e
 		    uint64_t rss, int take);
 /* [start, end) of p is no longer resident: the peak is settled first (memory/ledger.h), then the pages go. */
 void alloc_released(struct tracer *T, struct proc *p, uint64_t start, uint64_t end);
-/* mremap: [from, from + len) of p moved to to. */
-void alloc_moved(struct tracer *T, struct proc *p, uint64_t from, uint64_t len, uint64_t to);
+/* A successful mremap of [old, old + oldlen) to [to, to + newlen) (lengths page-rounded): the tail it cut released, the rest moved. */
+void alloc_remapped(struct tracer *T, struct proc *p, uint64_t old, uint64_t oldlen, uint64_t newlen, uint64_t to);
 /* Before p's touch peak is read (a snapshot): the copies at the peak made, if not yet; time: tracer_now. */
 void alloc_touch_settle(struct proc *p);
 #define ALLOC_LINKS_SECONDS 0.05

@@ -188,8 +188,8 @@ static int touch_release_call(long nr, const uint64_t a[6])
  * The touch view's side of a mapping call that succeeded with ret: the pages
  * it released or moved, whichever mappings they lie in (the allocator's, a
  * file's private copy). Every fault before the call was applied at this
- * stop; the residency scan waited for it (sysc_moving). Under attach, with
- * no stops, an mremap is the fault path's own record (kernel/faults.bpf.c).
+ * stop; the residency scan waited for it (sysc_moving). Under attach an
+ * mremap is the fault path's own record (kernel/faults.bpf.c).
  */
 static void touch_end(struct tracer *T, struct proc *p, const struct sc_call *sc, uint64_t ret)
 {
@@ -202,16 +202,11 @@ static void touch_end(struct tracer *T, struct proc *p, const struct sc_call *sc
 	case SYS_munmap:
 		alloc_released(T, p, a[0], a[0] + page_up(a[1]));
 		return;
-	case SYS_mremap: {
-		uint64_t old = a[0], oldlen = page_up(a[1]), newlen = page_up(a[2]);
-		if (!oldlen)
-			return;
-		if (newlen < oldlen)
-			alloc_released(T, p, old + newlen, old + oldlen);
-		if (ret != old)
-			alloc_moved(T, p, old, newlen < oldlen ? newlen : oldlen, ret);
+	case SYS_mremap:
+		/* Under attach (wrapper stops) the fault path's record, drained before this stop, moved them. */
+		if (a[1] && !T->attach)
+			alloc_remapped(T, p, a[0], page_up(a[1]), page_up(a[2]), ret);
 		return;
-	}
 	case SYS_madvise:
 		if (touch_release_call(sc->nr, a))
 			alloc_released(T, p, page_down(a[0]), page_up(a[0] + a[1]));
