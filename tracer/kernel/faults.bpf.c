@@ -43,6 +43,7 @@ struct vm_area_struct {
 #define RING_CONFIG kf_config
 #define RING_NCOUNTERS KF_NCOUNTERS
 #define RING_C_STOPS KF_C_STOPS
+#define RING_C_RETRIES KF_C_RETRIES
 #include "tracer/kernel/ring.bpf.h"
 
 /* The processes whose faults are recorded (tgid -> 1), kept by ptfil. */
@@ -252,7 +253,7 @@ static __always_inline void emit(__u32 kind, __u32 owner, __u64 addr, __s64 size
 	if (n > sizeof(*r))
 		n = sizeof(*r);
 	__u64 wake = pressure_of((flags & KF_SELF) != 0);
-	if (bpf_ringbuf_output(&ring, r, n, wake))
+	if (ring_output(r, n, wake))
 		count(KF_C_LOST);
 }
 
@@ -436,7 +437,7 @@ int BPF_PROG(kf_sys_exit, struct pt_regs *regs, long ret)
 			r->h.regs[KF_MOVE_TO] = (__u64)ret;
 			r->h.regs[KF_MOVE_LEN] = newlen;
 			r->h.regs[KF_MOVE_SEQ] = __sync_fetch_and_add(&m->moved, 1) + 1;
-			if (bpf_ringbuf_output(&ring, &r->h, sizeof(r->h), pressure_of(1))) {
+			if (ring_output(&r->h, sizeof(r->h), pressure_of(1))) {
 				/* Lost (counted, and said at the end): not waited for. */
 				__sync_fetch_and_add(&m->moved, -1);
 				count(KF_C_LOST);

@@ -666,6 +666,7 @@ static void refresh_counters(struct tracer *T)
 	f->stats.stack_fails = sum[KF_C_STACKFAIL];
 	f->stats.same_stacks = sum[KF_C_SAME];
 	f->stats.stale = sum[KF_C_STALE];
+	f->stats.retries = sum[KF_C_RETRIES];
 }
 
 void faults_drain(struct tracer *T)

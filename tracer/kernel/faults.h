@@ -23,6 +23,7 @@ struct proc;
 struct faults_stats {
 	uint64_t records, faults, cows, grows, shrinks, moves;
 	uint64_t lost, stops, reads, stack_fails, same_stacks, stale;
+	uint64_t retries;        /* records the ring refused with room, tried again (kernel/ring.bpf.h) */
 	uint64_t unknown;        /* records of processes not traced any more */
 	uint64_t scans;          /* residency scans (grows and shrinks no fault explained) */
 	uint64_t scan_added, scan_released;   /* bytes they charged and released */

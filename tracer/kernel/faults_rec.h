@@ -74,6 +74,7 @@ enum {
 	KF_C_STACKFAIL,     /* stack copies that failed */
 	KF_C_SAME,          /* stacks not copied: the thread's previous one */
 	KF_C_STALE,         /* write faults on a missing page that made no anonymous page (retried, or file-backed) */
+	KF_C_RETRIES,       /* records the ring refused with room, tried again (ring.bpf.h) */
 	KF_NCOUNTERS
 };
 

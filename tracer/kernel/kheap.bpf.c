@@ -25,6 +25,7 @@ struct pt_regs {
 #define RING_CONFIG kh_config
 #define RING_NCOUNTERS KH_NCOUNTERS
 #define RING_C_STOPS KH_C_STOPS
+#define RING_C_RETRIES KH_C_RETRIES
 #include "tracer/kernel/ring.bpf.h"
 
 /* posix_memalign's first argument, per thread, from its entry to its return (where the block is stored). */
@@ -114,7 +115,7 @@ SEC("uprobe")
 int kh_entry(struct pt_regs *ctx)
 {
 	__u64 flags = pressure();
-	struct kh_entry *r = bpf_ringbuf_reserve(&ring, sizeof(*r), 0);
+	struct kh_entry *r = ring_reserve(sizeof(*r));
 	if (!r) {
 		count(KH_C_LOST);
 		return 0;
@@ -158,7 +159,7 @@ int kh_entry(struct pt_regs *ctx)
 static __always_inline int small(struct pt_regs *ctx, __u32 kind, __u64 a0)
 {
 	__u64 flags = pressure();
-	struct kh_rec *r = bpf_ringbuf_reserve(&ring, sizeof(*r), 0);
+	struct kh_rec *r = ring_reserve(sizeof(*r));
 	if (!r) {
 		count(KH_C_LOST);
 		return 0;

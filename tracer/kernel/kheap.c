@@ -502,6 +502,7 @@ void kheap_refresh_stats(struct tracer *T)
 	kprobes_counters(&k->kp, c);
 	T->kh->stats.lost = c[KH_C_LOST];
 	T->kh->stats.short_stacks = c[KH_C_SHORT_STACK];
+	T->kh->stats.retries = c[KH_C_RETRIES];
 	T->kh->stats.waits = k->kp.waits;
 }
 

@@ -33,6 +33,7 @@ struct kheap_stats {
 	uint64_t waits;            /* records found half written, waited for */
 	uint64_t late_copies;      /* unwinds that read past the stack copied at the event */
 	uint64_t short_stacks;     /* stack copies shorter than a full one (the stack ended) */
+	uint64_t retries;          /* reservations the ring refused with room, tried again (kernel/ring.bpf.h) */
 };
 
 /* A process's part (struct proc's kp). Storage is the process's; kheap_proc_release closes its links. */

@@ -62,6 +62,7 @@ enum {
 	KH_C_LOST,          /* records that did not fit in the ring: must stay 0 */
 	KH_C_STOPS,         /* back-pressure: SIGSTOPs the programs sent */
 	KH_C_SHORT_STACK,   /* a thread's stack found shorter than KH_STACK (its end then remembered) */
+	KH_C_RETRIES,       /* reservations the ring refused with room, tried again (ring.bpf.h) */
 	KH_NCOUNTERS
 };
 

@@ -3,7 +3,8 @@
  * faults.bpf.c): their ring buffer, per-CPU counters and configuration, and
  * the back-pressure rule. Included once by each, after it defines
  * RING_CONFIG (its configuration struct: stop_bytes, wake_bytes,
- * stop_signal), RING_NCOUNTERS and RING_C_STOPS (the counter of signals sent).
+ * stop_signal), RING_NCOUNTERS, RING_C_STOPS (the counter of signals sent)
+ * and RING_C_RETRIES (the counter of reservations tried again).
  */
 #ifndef PTFIL_RING_BPF_H
 #define PTFIL_RING_BPF_H
@@ -56,6 +57,39 @@ static __always_inline __u64 pressure_of(int may_stop)
 		count(RING_C_STOPS);
 	}
 	return unread >= c->wake_bytes ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+}
+
+/*
+ * The kernel can refuse a reservation in a ring with room. Measured on 6.18
+ * (docs/heap-events.md section 4): under contention between CPUs about one
+ * reservation in two million failed while the ring held at most one record
+ * of its 64 KiB, and the same reservation tried again at once succeeded
+ * every time. The likely cause is the ring's lock, a resilient spin lock
+ * since 6.15, which may give up rather than wait. So a refused record is
+ * tried again, RING_TRIES times in all, before it is counted lost; each try
+ * again is counted (RING_C_RETRIES).
+ */
+#define RING_TRIES 4
+
+static __always_inline void *ring_reserve(__u64 size)
+{
+	void *r = bpf_ringbuf_reserve(&ring, size, 0);
+	for (int i = 1; i < RING_TRIES && !r; i++) {
+		count(RING_C_RETRIES);
+		r = bpf_ringbuf_reserve(&ring, size, 0);
+	}
+	return r;
+}
+
+/* bpf_ringbuf_output, tried again as ring_reserve is: 0 once written. */
+static __always_inline long ring_output(void *data, __u64 size, __u64 flags)
+{
+	long e = bpf_ringbuf_output(&ring, data, size, flags);
+	for (int i = 1; i < RING_TRIES && e; i++) {
+		count(RING_C_RETRIES);
+		e = bpf_ringbuf_output(&ring, data, size, flags);
+	}
+	return e;
 }
 
 static __always_inline __u64 pressure(void)

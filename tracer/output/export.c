@@ -482,7 +482,7 @@ static int build_counters(struct tracer *T, struct proc *p, struct snap *s)
 	    (counter(s, &k, "kernel.records", p->kp->records) || counter(s, &k, "kernel.lost", ks->lost) ||
 	     counter(s, &k, "kernel.backpressure", T->counts.stops[STOP_BACKPRESSURE]) ||
 	     counter(s, &k, "kernel.waits", ks->waits) || counter(s, &k, "kernel.late_copies", ks->late_copies) ||
-	     counter(s, &k, "kernel.short_stacks", ks->short_stacks) ||
+	     counter(s, &k, "kernel.short_stacks", ks->short_stacks) || counter(s, &k, "kernel.ring_retries", ks->retries) ||
 	     counter(s, &k, "kernel.unknown_threads", ks->unknown_thread)))
 		return -1;
 	/* The fault path (tracer/kernel/faults.h), for a process with the touch view. */
@@ -491,7 +491,7 @@ static int build_counters(struct tracer *T, struct proc *p, struct snap *s)
 	    (counter(s, &k, "touch.records", fs->records) || counter(s, &k, "touch.faults", fs->faults) ||
 	     counter(s, &k, "touch.copy_on_write", fs->cows) || counter(s, &k, "touch.grows", fs->grows) ||
 	     counter(s, &k, "touch.shrinks", fs->shrinks) || counter(s, &k, "touch.moves", fs->moves) ||
-	     counter(s, &k, "touch.lost", fs->lost) ||
+	     counter(s, &k, "touch.lost", fs->lost) || counter(s, &k, "touch.ring_retries", fs->retries) ||
 	     counter(s, &k, "touch.backpressure", fs->stops) || counter(s, &k, "touch.read_faults", fs->reads) ||
 	     counter(s, &k, "touch.stack_copies_failed", fs->stack_fails) ||
 	     counter(s, &k, "touch.stacks_repeated", fs->same_stacks) || counter(s, &k, "touch.stale_faults", fs->stale) ||
