@@ -135,6 +135,8 @@ void lifecycle_thread_free(struct tracee *t)
 	free(t->call);
 	free(t->ret);
 	free(t->sc);
+	if (t->st)
+		free(t->st->kpy);
 	free(t->st);
 	free(t);
 }
@@ -217,6 +219,11 @@ void lifecycle_remove_thread(struct tracer *T, struct tracee *t)
 	/* The profiled process is kept for the snapshot; others go with their last thread. */
 	if (p->nthreads == 0) {
 		resid_close(p->resid);
+		/* Its Python is read no more: the kernel's readers forget it (their maps are bounded). */
+		if (p->kpy_described) {
+			faults_python_forget(T, p);
+			kheap_python_forget(T, p);
+		}
 		if (!p->profiled)
 			lifecycle_drop_proc(T, p);
 	}

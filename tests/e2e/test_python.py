@@ -9,13 +9,12 @@ whose innermost Python frame is that line, and the whole Python chain above it. 
 the README's NumPy demo: arrays charged to the lines that made them, OpenBLAS's thread buffers by
 what is resident.
 
-In the touch pass (PTFIL_CHARGE=touch) a Python program gets native frames only (its stacks' own
-frames; the stack of the call that started a thread, past "[new thread]", is taken at the clone and
-keeps them): what is checked there is the totals. Each site's bytearray is made resident by the
-interpreter's memset that zero-fills it, 116 MiB in all, 27 MiB of it in the three threads, and the
-peak is the interpreter's RssAnon high-water mark (kmem:rss_stat) within 1%. The tests of how
-Python frames are read (a version ptfil does not know, a cut deep stack, 3.13's _Py_DebugOffsets)
-have no meaning there and say so.
+In the touch pass (PTFIL_CHARGE=touch) the Python frames of each fault are read by the kernel
+(tracer/kernel/pyread.bpf.h): each site's bytearray is made resident by the interpreter's memset
+that zero-fills it, under the site's line, 116 MiB in all, 27 MiB of it in the three threads, and
+the peak is the interpreter's RssAnon high-water mark (kmem:rss_stat) within 1%. The tests of how
+the ptrace path's reader reads (a version ptfil does not know, a cut deep stack, 3.13's
+_Py_DebugOffsets) keep to the alloc view; tests/e2e/test_pykernel.py compares the two readers.
 """
 import ast
 import os
@@ -296,20 +295,30 @@ def own_py_frames(stack):
 
 
 def zero_filled(doc, thread=None):
-    """The bytes made resident by the interpreter's memset under its eval loop (a zeroed bytearray), in
+    """The bytes made resident by the interpreter's memset under its eval loop or the Python frames it
+    ran (a zeroed bytearray), in
     any thread, or only in started threads (thread=True) or the main one (False)."""
     return sum(s["charged_bytes"] for s in doc["stacks"] if "memset" in (functions(s)[0] or "")
-               and "_PyEval_EvalFrameDefault" in functions(s)
+               and ("_PyEval_EvalFrameDefault" in functions(s) or py_frames(s))
                and (thread is None or ("[new thread]" in functions(s)) == thread))
 
 
-def check_touch_sites(r):
-    """Under touch: sites.py's totals, with native frames only."""
+def check_touch_sites(r, minor=11, python=True):
+    """Under touch: sites.py's totals, and each site's bytearray charged through its marker line (the
+    interpreter's memset zero-filling it, under the Python frames the kernel read at each fault); with
+    python=False (PTFIL_NO_PYTHON), native frames only."""
     doc = r.json
     check_view(doc)
     heap_counters_zero(doc)
     own = [s for s in doc["stacks"] if own_py_frames(s)]
-    assert not own, "Python frames of its own in a touch stack\n  %s" % show(own[0])
+    if python:
+        for site, mib in sorted(SIZES.items()):
+            stacks = [s for s in site_stacks(doc, site, minor) if "memset" in (functions(s)[0] or "")]
+            check_near("%s (%s line %d), zero-filled" % (site, site_function(site, minor), SITE_LINE[site]),
+                       sum(s["charged_bytes"] for s in stacks), mib * MiB)
+        assert doc["counters"].get("python.kernel_failed", 0) == 0, doc["counters"]
+    else:
+        assert not own, "Python frames of its own in a touch stack\n  %s" % show(own[0])
     check_near("the sites' bytearrays, zero-filled", zero_filled(doc), sum(SIZES.values()) * MiB)
     check_near("the threads' bytearrays", zero_filled(doc, thread=True), sum(SIZES[t] for t in THREAD_SITES) * MiB)
     check_anon_peak(doc, r.watch)
@@ -394,7 +403,7 @@ def test_no_python_env():
     py = [s for key in ("stacks", "live_at_end") for s in doc[key] if py_frames(s)]
     assert not py, "PTFIL_NO_PYTHON=1: Python frames still read\n  %s" % show(py[0])
     if touch_view():
-        check_touch_sites(run_sites(env=env, key="no-python"))
+        check_touch_sites(run_sites(env=env, key="no-python"), python=False)
         return
     check_native_only(doc)
 
@@ -452,7 +461,8 @@ CUT_FRAME = "[outer Python frames not read: more than 256]"
 def test_deep_stack_cut_marked():
     # deep.py recurses 300 calls deep and allocates 8 MiB at the bottom: ptfil reads the innermost 256
     # Python frames, and a frame of its own stands outward of them for the frames it did not read.
-    no_meaning_under_touch("how deep ptfil reads Python frames (a touch stack has none of its own)")
+    no_meaning_under_touch("how deep ptfil reads Python frames (the ptrace path's reader; test_pykernel.py "
+                           "compares the kernel's with it)")
     script = os.path.join(PYDIR, "deep.py")
     bottom = [i for i, text in enumerate(open(script).read().splitlines(), 1) if "# BOTTOM" in text][0]
     r = launch([PYTHON, script])
@@ -478,8 +488,8 @@ def test_deep_stack_cut_marked():
 
 def test_unknown_version():
     # A copy of python3.11 whose Py_Version says 3.99: ptfil must not guess at its frames.
-    no_meaning_under_touch("whether ptfil reads the Python frames of a version it does not know (a touch "
-                           "stack has none of its own)")
+    no_meaning_under_touch("whether ptfil reads the Python frames of a version it does not know (the ptrace path's "
+                           "reader; test_pykernel.py compares the kernel's with it)")
     d = workdir()
     try:
         exe = os.path.join(d, "python3.11")
@@ -514,7 +524,7 @@ def other_version(minor):
     exe = cpython(minor)
     r = run_sites(python=exe)
     if touch_view():
-        check_touch_sites(r)
+        check_touch_sites(r, minor)
         return
     doc = r.json
     assert doc["counters"].get("python.minor_version") == minor, doc["counters"]
@@ -543,7 +553,8 @@ def test_python313_debug_offsets():
     # The generic reader, which takes 3.13's layout from its own _Py_DebugOffsets (as it must for 3.14
     # and later), forced on 3.13: every peak stack of every site has the Python frames the compiled-in
     # reader gives on the same program, frame for frame.
-    no_meaning_under_touch("which layout reads 3.13's Python frames (a touch stack has none of its own)")
+    no_meaning_under_touch("which layout reads 3.13's Python frames (the ptrace path's reader; test_pykernel.py "
+                           "compares the kernel's with it)")
     exe = cpython(13)
     compiled = run_sites(python=exe, env=dict(os.environ, PTFIL_PY_LAYOUT="compiled"), key=(exe, "compiled")).json
     generic = run_sites(python=exe, env=dict(os.environ, PTFIL_PY_LAYOUT="debug-offsets"), key=(exe, "generic")).json
@@ -575,11 +586,18 @@ def test_numpy_demo():
     doc = r.json
     check_view(doc)
     if touch_view():
-        # Native frames only; the total is the interpreter's RssAnon (OpenBLAS's threads included), and
-        # OpenBLAS's sparse buffers are in the alloc view beside it, charged what is resident.
+        # The arrays' pages charged through the lines that filled them (Python frames read by the
+        # kernel at each fault); the total is the interpreter's RssAnon (OpenBLAS's threads included),
+        # and OpenBLAS's sparse buffers are in the alloc view beside it, charged what is resident.
         heap_counters_zero(doc)
-        assert not [s for s in doc["stacks"] if own_py_frames(s)], top_stacks(doc)
         check_anon_peak(doc, watch)
+        n = int(re.search(r"^N = (\d+)", "\n".join(src), re.M).group(1))
+        for fn, pattern in (("load", r"return np\.ones"), ("scale", r"return a \* ")):
+            line = line_of(pattern)
+            through = sum(s["charged_bytes"] for s in doc["stacks"] if any(
+                (f["function"], f["file"], f["line"]) == (fn, NUMPY_DEMO, line) for f in py_frames(s)))
+            assert through >= 0.95 * n * n * 8, "%s (line %d): %.1f MiB charged through it, expected %.1f\n%s" % (
+                fn, line, through / MiB, n * n * 8 / MiB, top_stacks(doc))
         blas = [s for s in doc["other_view_stacks"] if s["reserved_bytes"] >= 16 * MiB and
                 any("openblas" in (f.get("module") or "") for f in s["frames"])]
         assert blas and all(s["sparse"] and s["charged_bytes"] < s["reserved_bytes"] / 4 for s in blas), \
@@ -658,11 +676,13 @@ def test_attach():
     assert (status, out) == (4, b"ready\nheld True\nbye\n"), (status, out)
     check_view(doc)
     if touch_view():
-        # Native frames only: hold()'s bytearrays zero-filled by the interpreter after the attach, tens of
-        # MiB in a second; what was resident before, [before attach].
+        # hold()'s bytearrays zero-filled after the attach, tens of MiB in a second, charged under
+        # hold's line (Python frames read by the kernel); what was resident before, [before attach].
         heap_counters_zero(doc)
-        assert not [s for s in doc["stacks"] if own_py_frames(s)], top_stacks(doc)
-        assert 8 * MiB <= zero_filled(doc) <= 200 * MiB, top_stacks(doc)
+        held = sum(s["charged_bytes"] for s in doc["stacks"]
+                   if py_frames(s) and (py_frames(s)[0]["function"], py_frames(s)[0]["line"]) == ("hold", lines["hold"]))
+        assert 8 * MiB <= held <= 200 * MiB, "%.1f MiB under hold (serve.py:%d)\n%s" % (
+            held / MiB, lines["hold"], top_stacks(doc))
         assert touch_pseudo(doc, "[before attach]"), top_stacks(doc)
         return
     held = [s for s in doc["stacks"] if py_frames(s) and py_frames(s)[0]["function"] == "hold"]

@@ -34,6 +34,8 @@ struct proc_counts {
 	uint64_t reconciled;      /* attach: mappings no hooked call made, found in the maps (follow.h) */
 };
 
+#define KPY_DESCRIBED_FAULTS 1   /* the fault path's (faults.c) */
+#define KPY_DESCRIBED_KHEAP 2    /* the kernel path's (kheap.c) */
 struct proc {
 	pid_t pid;
 	pid_t parent;          /* the traced process that forked it, 0 for the main one */
@@ -60,6 +62,7 @@ struct proc {
 	struct tree_share *tree;   /* memory/tree.h: its part of the tree's combined peak, its inherited pages */
 	struct touch *touch;       /* memory/alloc.h: the touch view's pages and charge; NULL: the alloc view only */
 	struct hooks *hooks;       /* ptrace/hooks.h: breakpoints in its text */
+	int kpy_described;         /* KPY_DESCRIBED_*: the kernel's Python readers it was described to (kernel/pyread.h) */
 	struct kproc *kp;          /* kernel/kheap.h: its uprobes */
 	struct reconcile *rec;     /* follow.h: attach, mappings no hooked call made */
 	struct proc *next;

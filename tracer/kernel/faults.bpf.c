@@ -45,6 +45,7 @@ struct vm_area_struct {
 #define RING_C_STOPS KF_C_STOPS
 #define RING_C_RETRIES KF_C_RETRIES
 #include "tracer/kernel/ring.bpf.h"
+#include "tracer/kernel/pyread.bpf.h"
 
 /* The processes whose faults are recorded (tgid -> 1), kept by ptfil. */
 struct {
@@ -97,10 +98,10 @@ struct {
 	__type(value, __u32);
 } moving SEC(".maps");
 
-/* Per thread: its stack's mapping [lo, hi), and the key of its last stack copy. */
+/* Per thread: its stack's mapping [lo, hi), and the key of its last stack copy (with its Python frames' hash). */
 struct stk {
 	__u64 lo, hi;
-	__u64 ip, sp, bp, top;
+	__u64 ip, sp, bp, top, py;
 };
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -187,7 +188,8 @@ static __always_inline void regs_of(struct kf_rec *h, struct pt_regs *u)
  * Writes one record. With want_stack, the current thread's registers and,
  * unless its stack is the one it had at its previous record (same ip, sp, bp
  * and return address at sp: a loop filling memory, a read() faulting page
- * after page), a copy of it.
+ * after page; in a Python process, the same Python frames too), a copy of it,
+ * and its Python frames in a record of their own just before (pyread.bpf.h).
  */
 static __always_inline void emit(__u32 kind, __u32 owner, __u64 addr, __s64 size, __u64 flags, __u64 rss,
 				 int want_stack)
@@ -198,6 +200,7 @@ static __always_inline void emit(__u32 kind, __u32 owner, __u64 addr, __s64 size
 		return;
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)id;
+	struct kpy_scratch *py = NULL;
 	r->h.kind = kind;
 	r->h.tid = tid;
 	r->h.tgid = (__u32)(id >> 32);
@@ -215,8 +218,11 @@ static __always_inline void emit(__u32 kind, __u32 owner, __u64 addr, __s64 size
 		regs_of(&r->h, u);
 		__u64 sp = r->h.regs[1], top = 0;
 		bpf_probe_read_user(&top, sizeof(top), (void *)sp);
+		/* The same native stack may run other Python code: its frames are part of the key. */
+		py = (flags & KF_SELF) ? kpy_walk() : NULL;
+		__u64 pyhash = py ? kpy_hash(py) : 0;
 		struct stk *s = bpf_map_lookup_elem(&stacks, &tid);
-		if (s && s->ip == r->h.regs[0] && s->sp == sp && s->bp == r->h.regs[2] && s->top == top) {
+		if (s && s->ip == r->h.regs[0] && s->sp == sp && s->bp == r->h.regs[2] && s->top == top && s->py == pyhash) {
 			flags |= KF_SAME;
 			count(KF_C_SAME);
 		} else {
@@ -240,7 +246,10 @@ static __always_inline void emit(__u32 kind, __u32 owner, __u64 addr, __s64 size
 				n.sp = sp;
 				n.bp = r->h.regs[2];
 				n.top = top;
+				n.py = pyhash;
 				bpf_map_update_elem(&stacks, &tid, &n, BPF_ANY);
+				if (py && kpy_emit(py, KF_C_LOST, KF_C_PYSTOPS))
+					flags |= KF_PY;
 			} else {
 				flags |= KF_NOSTACK;
 				count(KF_C_STACKFAIL);

@@ -25,6 +25,8 @@
 #include "tracer/core/session.h"
 #include "tracer/kernel/faults_rec.h"
 #include "tracer/kernel/kwait.h"
+#include "tracer/kernel/pyread.h"
+#include "tracer/kernel/pyread_rec.h"
 #include "tracer/memory/alloc.h"
 #include "tracer/memory/resid.h"
 #include "tracer/ptrace/mapcalls.h"
@@ -61,6 +63,7 @@ struct faults {
 	size_t marked_threads;
 	int stop_signal;
 #endif
+	int pyprocs_fd, pycodes_fd;   /* the Python reader's processes and code objects named (pyread.bpf.h), -1 when none */
 	/* Pseudo frames of memory made resident from outside, made when first needed. */
 	uint32_t other_node, kthread_node, nostack_node, stackgrow_node;
 };
@@ -239,8 +242,11 @@ static int open_fault_path(struct tracer *T, struct faults *f, char *why, size_t
 	f->counters_fd = bpf_object__find_map_fd_by_name(f->obj, "counters");
 	f->config_fd = bpf_object__find_map_fd_by_name(f->obj, "config");
 	f->moves_fd = bpf_object__find_map_fd_by_name(f->obj, "moves");
+	f->pyprocs_fd = bpf_object__find_map_fd_by_name(f->obj, "pyprocs");
+	f->pycodes_fd = bpf_object__find_map_fd_by_name(f->obj, "pycodes");
 	int ring_fd = bpf_map__fd(ring);
-	if (f->tracked_fd < 0 || f->counters_fd < 0 || f->config_fd < 0 || f->moves_fd < 0 || ring_fd < 0) {
+	if (f->tracked_fd < 0 || f->counters_fd < 0 || f->config_fd < 0 || f->moves_fd < 0 || f->pyprocs_fd < 0 || f->pycodes_fd < 0 ||
+	    ring_fd < 0) {
 		snprintf(why, n, "ptfil's fault programs lack a map");
 		return -1;
 	}
@@ -275,6 +281,7 @@ int faults_choose(struct tracer *T)
 	if (!f)
 		return error("out of memory");
 	f->other_node = f->kthread_node = f->nostack_node = f->stackgrow_node = STACKS_FAILED;
+	f->pyprocs_fd = f->pycodes_fd = -1;
 	T->kf = f;
 	char why[512] = "";
 	if (open_fault_path(T, f, why, sizeof(why)) == 0) {
@@ -291,16 +298,43 @@ int faults_choose(struct tracer *T)
 	return 0;
 }
 
+int faults_python(struct tracer *T, struct proc *p)
+{
+	if (!faults_on(T) || (p->kpy_described & KPY_DESCRIBED_FAULTS) || T->cap->no_python)
+		return 0;
+	pystack_detect(p->py, p->mm, T->reg, p->pid);
+	if (p->py->state != PY_READY)
+		return 0;
+	p->kpy_described |= KPY_DESCRIBED_FAULTS;
+	char why[256];
+	if (pyread_describe(T->kf->pyprocs_fd, p->py, p->pid, why, sizeof(why)) == 0)
+		return 0;
+	if (T->opts.charge != CHARGE_AUTO)
+		notice("process %d: its Python frames cannot be read by the kernel (%s): its stacks show native "
+		       "frames only; --charge alloc -e ptrace reads them", (int)p->pid, why);
+	return -1;
+}
+
+void faults_python_forget(struct tracer *T, struct proc *p)
+{
+	if (T->kf && (p->kpy_described & KPY_DESCRIBED_FAULTS))
+		pyread_forget(T->kf->pyprocs_fd, p->pid);
+	p->kpy_described &= ~KPY_DESCRIBED_FAULTS;
+}
+
 int faults_view(struct tracer *T, struct proc *p)
 {
 	if (!faults_on(T))
 		return CHARGE_ALLOC;
+	/* A new image: whatever Python the old one ran is read no more. */
+	pyread_forget(T->kf->pyprocs_fd, p->pid);
+	p->kpy_described &= ~KPY_DESCRIBED_FAULTS;
 	int mode = T->opts.charge;
-	if (mode == CHARGE_AUTO && pystack_runs_python(p->mm, T->reg)) {
+	if (pystack_runs_python(p->mm, T->reg) && faults_python(T, p) && mode == CHARGE_AUTO) {
+		/* Its frames are read at each call instead, on the ptrace path. */
 		if (p->pid == T->main_pid)
-			notice("process %d runs Python, whose frames are read at each call: memory is charged to the code "
-			       "that allocated it (--charge touch charges it to the native code that made it resident)",
-			       (int)p->pid);
+			notice("process %d runs a Python whose frames the kernel cannot read: memory is charged to the "
+			       "code that allocated it (--charge alloc)", (int)p->pid);
 		return CHARGE_ALLOC;
 	}
 	return mode == CHARGE_AUTO ? CHARGE_TOUCH : mode;
@@ -315,7 +349,8 @@ static void set_marks(struct tracer *T)
 	if (f->marked_threads == T->n_threads)
 		return;
 	f->marked_threads = T->n_threads;
-	uint64_t ring = f->ring_size, room = (uint64_t)(T->n_threads + 4) * (sizeof(struct kf_big) + 16);
+	uint64_t ring = f->ring_size,
+		 room = (uint64_t)(T->n_threads + 4) * (sizeof(struct kf_big) + sizeof(struct kpy_rec) + 32);
 	struct kf_config c = { ring > 2 * room ? ring - room : ring / 4, ring / 4, (unsigned long long)f->stop_signal };
 	uint32_t zero = 0;
 	if (bpf_map_update_elem(f->config_fd, &zero, &c, BPF_ANY))
@@ -357,6 +392,8 @@ void faults_untrack(struct tracer *T, struct proc *p)
 	uint32_t pid = (uint32_t)p->pid;
 	bpf_map_delete_elem(T->kf->tracked_fd, &pid);
 	bpf_map_delete_elem(T->kf->moves_fd, &pid);
+	pyread_forget(T->kf->pyprocs_fd, p->pid);
+	p->kpy_described &= ~KPY_DESCRIBED_FAULTS;
 }
 
 /*
@@ -437,7 +474,9 @@ static uint32_t record_stack(struct tracer *T, struct proc *p, const struct kf_r
 	struct user_regs_struct regs;
 	to_regs(r, &regs);
 	const struct kf_big *b = (const struct kf_big *)(const void *)r;
-	uint32_t stack = capture_copied(T, t, &regs, b->stack, r->stack_len);
+	/* libpython loaded since (dlopen, a program embedding Python): its later faults get Python frames. */
+	faults_python(T, p);
+	uint32_t stack = capture_copied(T, t, &regs, b->stack, r->stack_len, (r->flags & KF_PY) != 0);
 	t->st->fault_stack = stack;
 	return stack;
 }
@@ -594,6 +633,10 @@ static int on_ring(void *ctx, void *data, size_t len)
 	struct tracer *T = ctx;
 	struct faults *f = T->kf;
 	const struct kf_rec *r = data;
+	if (len >= sizeof(uint32_t) && r->kind == KPY_REC) {
+		pyread_keep(T, data, len, f->pycodes_fd);
+		return 0;
+	}
 	if (len < sizeof(*r))
 		return 0;
 	f->stats.records++;
@@ -667,6 +710,7 @@ static void refresh_counters(struct tracer *T)
 	f->stats.same_stacks = sum[KF_C_SAME];
 	f->stats.stale = sum[KF_C_STALE];
 	f->stats.retries = sum[KF_C_RETRIES];
+	f->stats.python_stops = sum[KF_C_PYSTOPS];
 }
 
 void faults_drain(struct tracer *T)

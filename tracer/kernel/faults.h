@@ -24,6 +24,7 @@ struct faults_stats {
 	uint64_t records, faults, cows, grows, shrinks, moves;
 	uint64_t lost, stops, reads, stack_fails, same_stacks, stale;
 	uint64_t retries;        /* records the ring refused with room, tried again (kernel/ring.bpf.h) */
+	uint64_t python_stops;   /* threads stopped to name a code object first seen (kernel/pyread.bpf.h) */
 	uint64_t unknown;        /* records of processes not traced any more */
 	uint64_t scans;          /* residency scans (grows and shrinks no fault explained) */
 	uint64_t scan_added, scan_released;   /* bytes they charged and released */
@@ -45,10 +46,20 @@ int faults_start(struct tracer *T);
  * The view process p gets (enum charge_view: CHARGE_TOUCH, CHARGE_ALLOC or
  * CHARGE_BOTH), decided when its image is known (after exec, at attach, for
  * a followed child): alloc without the fault path, and under auto for a
- * process that runs Python (its frames are read live, at each call), with
- * one line saying so.
+ * process that runs a Python whose frames the kernel cannot read (they are
+ * then read live, at each call), with one line saying so.
  */
 int faults_view(struct tracer *T, struct proc *p);
+/*
+ * When p runs a CPython ptfil reads (pystack_detect) not yet described to
+ * the fault path's Python reader, describes it: its faults carry Python
+ * frames from now on. Called at each view and before each stack (a
+ * libpython loaded later). Returns -1 when p's Python cannot be read by the
+ * kernel (said in one line unless the view is auto's to choose), else 0.
+ */
+int faults_python(struct tracer *T, struct proc *p);
+/* ... and forgotten there (p ended). */
+void faults_python_forget(struct tracer *T, struct proc *p);
 /* p's faults are recorded from now on (p->touch set up). Returns 0 or -1. */
 int faults_track(struct tracer *T, struct proc *p);
 /* Every resident page of p the ledger has not is charged to stack: what was there at attach ([before attach]). */

@@ -41,6 +41,7 @@ struct kf_moves {
 #define KF_SAME      0x10  /* the stack is the one of this thread's previous stack record: not copied again */
 #define KF_NOSTACK   0x20  /* the copy failed (a page of it was not resident) */
 #define KF_KERNEL    0x40  /* the fault was in kernel mode (copy_to_user into a fresh buffer) */
+#define KF_PY        0x80  /* the thread's Python frames were written just before (pyread_rec.h) */
 
 /* Register slots, in kheap_rec.h's order (KH_RIP ... KH_R11), so one conversion serves both paths. */
 #define KF_NREGS 17
@@ -75,6 +76,7 @@ enum {
 	KF_C_SAME,          /* stacks not copied: the thread's previous one */
 	KF_C_STALE,         /* write faults on a missing page that made no anonymous page (retried, or file-backed) */
 	KF_C_RETRIES,       /* records the ring refused with room, tried again (ring.bpf.h) */
+	KF_C_PYSTOPS,       /* threads stopped to name a code object ptfil had not named (pyread.bpf.h) */
 	KF_NCOUNTERS
 };
 

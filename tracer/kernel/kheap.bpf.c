@@ -27,6 +27,7 @@ struct pt_regs {
 #define RING_C_STOPS KH_C_STOPS
 #define RING_C_RETRIES KH_C_RETRIES
 #include "tracer/kernel/ring.bpf.h"
+#include "tracer/kernel/pyread.bpf.h"
 
 /* posix_memalign's first argument, per thread, from its entry to its return (where the block is stored). */
 struct {
@@ -110,11 +111,17 @@ static __always_inline int altstack_above(__u64 sp)
 	return size && base > sp;
 }
 
-/* An allocating function entered: its arguments, its registers and its stack, for ptfil to unwind. */
+/*
+ * An allocating function entered: its arguments, its registers and its stack,
+ * for ptfil to unwind; in a Python process, its Python frames in a record of
+ * their own just before (pyread.bpf.h).
+ */
 SEC("uprobe")
 int kh_entry(struct pt_regs *ctx)
 {
 	__u64 flags = pressure();
+	struct kpy_scratch *py = kpy_walk();
+	int with_py = py && kpy_emit(py, KH_C_LOST, KH_C_PYSTOPS);
 	struct kh_entry *r = ring_reserve(sizeof(*r));
 	if (!r) {
 		count(KH_C_LOST);
@@ -139,6 +146,8 @@ int kh_entry(struct pt_regs *ctx)
 	r->regs[KH_R10] = ctx->r10;
 	r->regs[KH_R11] = ctx->r11;
 	r->stack_len = copy_stack(r->stack, ctx->sp, r->h.tid);
+	if (with_py)
+		r->h.kind |= KH_PY;
 	if (altstack_above(ctx->sp)) {
 		/* Stopped before it runs on, until ptfil has moved its process to breakpoints. */
 		__u32 zero = 0;

@@ -29,6 +29,8 @@
 #include "tracer/core/session.h"
 #include "tracer/kernel/kheap_rec.h"
 #include "tracer/kernel/kwait.h"
+#include "tracer/kernel/pyread.h"
+#include "tracer/kernel/pyread_rec.h"
 #include "tracer/core/procfs.h"
 #include "tracer/core/remote.h"
 #ifdef HAVE_BPF
@@ -178,7 +180,8 @@ static void set_marks(struct tracer *T)
 	if (k->marked_threads == T->n_threads)
 		return;
 	k->marked_threads = T->n_threads;
-	uint64_t ring = k->kp.ring_size, room = (uint64_t)(T->n_threads + 4) * (sizeof(struct kh_entry) + 16);
+	uint64_t ring = k->kp.ring_size,
+		 room = (uint64_t)(T->n_threads + 4) * (sizeof(struct kh_entry) + sizeof(struct kpy_rec) + 32);
 	/* A ring too small for one record past the mark per thread (a test's 64 KiB) stops them early. */
 	uint64_t stop = ring > 2 * room ? ring - room : ring / 8;
 	if (kprobes_config(&k->kp, stop, ring / 8, k->stop_signal))
@@ -240,7 +243,7 @@ static void on_entry(struct tracer *T, struct tracee *t, const struct kh_entry *
 	struct user_regs_struct regs;
 	to_regs(e, &regs);
 	uint64_t late = T->unw->late_copies;
-	alloc_set_stack(t, capture_copied(T, t, &regs, e->stack, (size_t)e->stack_len));
+	alloc_set_stack(t, capture_copied(T, t, &regs, e->stack, (size_t)e->stack_len, (e->h.kind & KH_PY) != 0));
 	T->kh->stats.late_copies += T->unw->late_copies != late;
 }
 
@@ -271,6 +274,12 @@ static void on_record(void *ctx, const void *rec, size_t len)
 {
 	struct tracer *T = ctx;
 	const struct kh_rec *r = rec;
+	if (len >= sizeof(uint32_t) && r->kind == KPY_REC) {
+		/* The Python frames of the entry that follows. */
+		if (pyread_keep(T, rec, len, T->kh->kp.pycodes_fd))
+			T->kh->stats.unknown_thread++;
+		return;
+	}
 	if (len < sizeof(*r))
 		return;
 	struct tracee *t = tracer_find(T, (pid_t)r->tid);
@@ -357,6 +366,30 @@ static uint64_t probe_offset(pid_t pid, uint64_t addr)
 	}
 }
 
+/*
+ * A process running Python: its CPython described to the kernel path's
+ * Python reader, which reads its frames at each entry. Returns -1 when they
+ * cannot be read by the kernel: its heap events then go through ptrace,
+ * whose reader reads them live (said in one line under -e uprobe).
+ */
+static int kernel_python(struct tracer *T, struct proc *p)
+{
+	if (T->cap->no_python)
+		return 0;
+	pystack_detect(p->py, p->mm, T->reg, p->pid);
+	if (p->py->state != PY_READY)
+		return 0;                 /* not a version ptfil reads: native frames, as on every path */
+	char why[256];
+	if (pyread_describe(T->kh->kp.pyprocs_fd, p->py, p->pid, why, sizeof(why)) == 0) {
+		p->kpy_described |= KPY_DESCRIBED_KHEAP;
+		return 0;
+	}
+	if (p->pid == T->main_pid && T->opts.heap_events == HEAP_EVENTS_UPROBE)
+		notice("process %d: its Python frames cannot be read by the kernel (%s): its heap events go "
+		       "through ptrace", (int)p->pid, why);
+	return -1;
+}
+
 /* hooks_probe_fn: the kernel probes module e's malloc family in process ctx. */
 static int probe_module(void *ctx, const struct modreg_entry *e, const struct hooks_site *sites, size_t n)
 {
@@ -377,11 +410,8 @@ static int probe_module(void *ctx, const struct modreg_entry *e, const struct ho
 			p->hooks->probe = NULL;
 			return 1;
 		}
-		if (pystack_runs_python(p->mm, T->reg)) {
+		if (pystack_runs_python(p->mm, T->reg) && kernel_python(T, p)) {
 			p->hooks->probe = NULL;
-			if (p->pid == T->main_pid && T->opts.heap_events == HEAP_EVENTS_UPROBE)
-				notice("process %d runs Python, whose frames are read at each call: "
-				       "its heap events go through ptrace", (int)p->pid);
 			return 1;
 		}
 	}
@@ -431,6 +461,9 @@ void kheap_proc_setup(struct tracer *T, struct proc *p)
 		return;
 	p->hooks->probe = probe_module;
 	p->hooks->probe_ctx = p;
+	/* A new image, or a new process: its Python, if any, is described again at its first probe. */
+	pyread_forget(T->kh->kp.pyprocs_fd, p->pid);
+	p->kpy_described &= ~KPY_DESCRIBED_KHEAP;
 	p->kp->checked = 0;
 	p->kp->used = 0;
 }
@@ -478,6 +511,13 @@ void kheap_leave_pending(struct tracer *T, struct tracee *t)
 		leave_kernel_path(T, t);
 }
 
+void kheap_python_forget(struct tracer *T, struct proc *p)
+{
+	if (kheap_on(T) && (p->kpy_described & KPY_DESCRIBED_KHEAP))
+		pyread_forget(T->kh->kp.pyprocs_fd, p->pid);
+	p->kpy_described &= ~KPY_DESCRIBED_KHEAP;
+}
+
 void kheap_proc_release(struct proc *p)
 {
 	if (p->kp->n_links)
@@ -503,6 +543,7 @@ void kheap_refresh_stats(struct tracer *T)
 	T->kh->stats.lost = c[KH_C_LOST];
 	T->kh->stats.short_stacks = c[KH_C_SHORT_STACK];
 	T->kh->stats.retries = c[KH_C_RETRIES];
+	T->kh->stats.python_stops = c[KH_C_PYSTOPS];
 	T->kh->stats.waits = k->kp.waits;
 }
 
@@ -567,6 +608,7 @@ int kheap_owns_stop(struct tracer *T, struct tracee *t, int status) { (void)T; (
 void kheap_refresh_stats(struct tracer *T) { (void)T; }
 int kheap_leave(struct tracer *T) { (void)T; return 0; }
 void kheap_proc_setup(struct tracer *T, struct proc *p) { (void)T; (void)p; }
+void kheap_python_forget(struct tracer *T, struct proc *p) { (void)T; p->kpy_described &= ~KPY_DESCRIBED_KHEAP; }
 void kheap_proc_release(struct proc *p) { (void)p; }
 void kheap_proc_fin(struct proc *p) { (void)p; }
 void kheap_end(struct tracer *T) { (void)T; }

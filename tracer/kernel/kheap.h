@@ -34,6 +34,7 @@ struct kheap_stats {
 	uint64_t late_copies;      /* unwinds that read past the stack copied at the event */
 	uint64_t short_stacks;     /* stack copies shorter than a full one (the stack ended) */
 	uint64_t retries;          /* reservations the ring refused with room, tried again (kernel/ring.bpf.h) */
+	uint64_t python_stops;     /* threads stopped to name a code object first seen (kernel/pyread.bpf.h) */
 };
 
 /* A process's part (struct proc's kp). Storage is the process's; kheap_proc_release closes its links. */
@@ -90,6 +91,8 @@ int kheap_owns_stop(struct tracer *T, struct tracee *t, int status);
  * after exec, at attach, and for a followed child.
  */
 void kheap_proc_setup(struct tracer *T, struct proc *p);
+/* p's Python, if described to the kernel path's Python reader, is forgotten there (p ended). */
+void kheap_python_forget(struct tracer *T, struct proc *p);
 /*
  * At thread t's sigaltstack(ss) system call (sp: its stack pointer): a
  * signal stack placed above the thread's stack makes the kernel drop the

@@ -20,6 +20,8 @@ enum {
  * so its process leaves the kernel path; the thread was sent the stop signal.
  */
 #define KH_ALTSTACK 0x200
+/* KH_ENTRY whose thread's Python frames were written just before it (pyread_rec.h). */
+#define KH_PY 0x400
 #define KH_KIND(k) ((k) & 0xff)
 
 /* enum hook_fn's posix_memalign (tracer/ptrace/hooks.h; kheap.c checks they agree): its block is returned through memory. */
@@ -63,6 +65,7 @@ enum {
 	KH_C_STOPS,         /* back-pressure: SIGSTOPs the programs sent */
 	KH_C_SHORT_STACK,   /* a thread's stack found shorter than KH_STACK (its end then remembered) */
 	KH_C_RETRIES,       /* reservations the ring refused with room, tried again (ring.bpf.h) */
+	KH_C_PYSTOPS,       /* threads stopped to name a code object ptfil had not named (pyread.bpf.h) */
 	KH_NCOUNTERS
 };
 

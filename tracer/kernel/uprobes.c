@@ -142,7 +142,7 @@ static int map_fd(struct bpf_object *obj, const char *name, int *fd)
 int kprobes_open(struct kprobes *k, size_t ring_bytes, char *why, size_t whylen)
 {
 	memset(k, 0, sizeof(*k));
-	k->prog_entry = k->prog_return = k->prog_free = k->ring_fd = k->counters_fd = k->config_fd = -1;
+	k->prog_entry = k->prog_return = k->prog_free = k->ring_fd = k->counters_fd = k->config_fd = k->pyprocs_fd = k->pycodes_fd = -1;
 	k->page = (size_t)sysconf(_SC_PAGESIZE);
 	if (ring_bytes < k->page || (ring_bytes & (ring_bytes - 1))) {
 		say(why, whylen, "the ring size must be a power of two of at least %zu bytes", k->page);
@@ -170,7 +170,8 @@ int kprobes_open(struct kprobes *k, size_t ring_bytes, char *why, size_t whylen)
 	}
 	if (prog_fd(obj, "kh_entry", &k->prog_entry) || prog_fd(obj, "kh_return", &k->prog_return) ||
 	    prog_fd(obj, "kh_free", &k->prog_free) || map_fd(obj, "ring", &k->ring_fd) ||
-	    map_fd(obj, "counters", &k->counters_fd) || map_fd(obj, "config", &k->config_fd)) {
+	    map_fd(obj, "counters", &k->counters_fd) || map_fd(obj, "config", &k->config_fd) ||
+	    map_fd(obj, "pyprocs", &k->pyprocs_fd) || map_fd(obj, "pycodes", &k->pycodes_fd)) {
 		say(why, whylen, "ptfil's BPF object lacks a program or map");
 		goto fail;
 	}
@@ -208,7 +209,7 @@ void kprobes_close(struct kprobes *k)
 	if (k->obj)
 		bpf_object__close(k->obj);
 	memset(k, 0, sizeof(*k));
-	k->prog_entry = k->prog_return = k->prog_free = k->ring_fd = k->counters_fd = k->config_fd = -1;
+	k->prog_entry = k->prog_return = k->prog_free = k->ring_fd = k->counters_fd = k->config_fd = k->pyprocs_fd = k->pycodes_fd = -1;
 }
 
 int kprobes_attach(struct kprobes *k, pid_t pid, const char *path, const struct kprobe_site *sites, size_t n,

@@ -22,6 +22,7 @@ struct kprobes {
 	void *obj;                  /* struct bpf_object, owned */
 	int prog_entry, prog_return, prog_free;
 	int ring_fd, counters_fd, config_fd;
+	int pyprocs_fd, pycodes_fd; /* the Python reader's processes and the code objects ptfil named (pyread.bpf.h) */
 	size_t ring_size;
 	size_t page;
 	void *cons;                 /* the consumer page (read-write) */

@@ -483,6 +483,7 @@ static int build_counters(struct tracer *T, struct proc *p, struct snap *s)
 	     counter(s, &k, "kernel.backpressure", T->counts.stops[STOP_BACKPRESSURE]) ||
 	     counter(s, &k, "kernel.waits", ks->waits) || counter(s, &k, "kernel.late_copies", ks->late_copies) ||
 	     counter(s, &k, "kernel.short_stacks", ks->short_stacks) || counter(s, &k, "kernel.ring_retries", ks->retries) ||
+	     counter(s, &k, "kernel.python_stops", ks->python_stops) ||
 	     counter(s, &k, "kernel.unknown_threads", ks->unknown_thread)))
 		return -1;
 	/* The fault path (tracer/kernel/faults.h), for a process with the touch view. */
@@ -492,6 +493,7 @@ static int build_counters(struct tracer *T, struct proc *p, struct snap *s)
 	     counter(s, &k, "touch.copy_on_write", fs->cows) || counter(s, &k, "touch.grows", fs->grows) ||
 	     counter(s, &k, "touch.shrinks", fs->shrinks) || counter(s, &k, "touch.moves", fs->moves) ||
 	     counter(s, &k, "touch.lost", fs->lost) || counter(s, &k, "touch.ring_retries", fs->retries) ||
+	     counter(s, &k, "touch.python_stops", fs->python_stops) ||
 	     counter(s, &k, "touch.backpressure", fs->stops) || counter(s, &k, "touch.read_faults", fs->reads) ||
 	     counter(s, &k, "touch.stack_copies_failed", fs->stack_fails) ||
 	     counter(s, &k, "touch.stacks_repeated", fs->same_stacks) || counter(s, &k, "touch.stale_faults", fs->stale) ||
@@ -511,7 +513,10 @@ static int build_counters(struct tracer *T, struct proc *p, struct snap *s)
 	     counter(s, &k, "python.no_thread_state", p->py->no_thread) || counter(s, &k, "python.cut", ps->cut) ||
 	     counter(s, &k, "python.group_mismatches", ps->group_mismatch) ||
 	     counter(s, &k, "python.native_stacks", ps->native_stacks) ||
-	     counter(s, &k, "python.native_us", ps->native_us) || counter(s, &k, "python.python_us", ps->python_us)))
+	     counter(s, &k, "python.native_us", ps->native_us) || counter(s, &k, "python.python_us", ps->python_us) ||
+	     counter(s, &k, "python.kernel_stacks", ps->kernel_stacks) ||
+	     counter(s, &k, "python.kernel_failed", ps->kernel_failed) ||
+	     counter(s, &k, "python.kernel_freed_frames", ps->kernel_freed)))
 		return -1;
 	s->n_counters = k;
 	return 0;

@@ -22,6 +22,7 @@ void capture_init(struct capture *c)
 	memset(c, 0, sizeof(*c));
 	c->new_thread_frame = STACKS_FAILED;
 	c->py_cut_frame = STACKS_FAILED;
+	c->py_failed_frame = STACKS_FAILED;
 	const char *np = getenv("PTFIL_NO_PYTHON");
 	c->no_python = np && *np && strcmp(np, "0") != 0;
 	pynames_init(&c->pynames);
@@ -132,7 +133,7 @@ static int stack_word(void *ctx, uint64_t addr, uint64_t *val)
  * are left out, so that a stack reads as Python code down to the native
  * calls that allocated. Returns node itself when no Python frame is read.
  */
-static uint32_t with_python(struct tracer *T, struct tracee *t, uint32_t node)
+static uint32_t with_python(struct tracer *T, struct tracee *t, uint32_t node, int kernel)
 {
 	struct proc *p = t->p;
 	uint32_t in[UNWIND_MAX_FRAMES];
@@ -142,24 +143,54 @@ static uint32_t with_python(struct tracer *T, struct tracee *t, uint32_t node)
 	if (!evals)
 		return node;
 	static struct pyframe py[PY_MAX_FRAMES];
-	struct copied copy = { T->unw, t->tid };
-	uint64_t cut_before = T->cap->pystats.cut;
-	size_t np = pystack_read(p->py, &T->cap->pynames, &T->cap->pystats, p->pid, t->tid, stack_word, &copy, py, PY_MAX_FRAMES);
-	if (!np)
-		return node;
-	/* Frames past PY_MAX_FRAMES are not read: a frame of its own says so where they would be. */
-	int cut = T->cap->pystats.cut != cut_before;
+	size_t np;
+	int cut, failed = 0;
+	if (kernel) {
+		/* Read by the kernel at the event; named here. */
+		const struct thread_stacks *st = t->st;
+		if (st->kpy_flags & CAPTURE_PY_NO_THREAD) {
+			p->py->stacks++;
+			p->py->no_thread++;
+			return node;
+		}
+		np = pystack_name(p->py, &T->cap->pynames, &T->cap->pystats, p->pid, st->kpy, st->n_kpy, py);
+		cut = (st->kpy_flags & CAPTURE_PY_CUT) != 0;
+		failed = (st->kpy_flags & CAPTURE_PY_FAILED) != 0;
+		if (cut)
+			T->cap->pystats.cut++;
+		if (failed || (st->n_kpy && !np))
+			T->cap->pystats.kernel_failed++;
+		if (!np && !failed)
+			return node;
+	} else {
+		struct copied copy = { T->unw, t->tid };
+		uint64_t cut_before = T->cap->pystats.cut;
+		np = pystack_read(p->py, &T->cap->pynames, &T->cap->pystats, p->pid, t->tid, stack_word, &copy, py,
+				  PY_MAX_FRAMES);
+		if (!np)
+			return node;
+		cut = T->cap->pystats.cut != cut_before;
+	}
+	/* Frames past PY_MAX_FRAMES are not read: a frame of its own says so where they would be; so do frames a read missed. */
 	if (cut && T->cap->py_cut_frame == STACKS_FAILED)
 		T->cap->py_cut_frame = stacks_pseudo_frame(T->stacks, "[outer Python frames not read: more than "
 						      STRINGIFY(PY_MAX_FRAMES) "]");
+	if (failed) {
+		if (T->cap->py_failed_frame == STACKS_FAILED)
+			T->cap->py_failed_frame = stacks_pseudo_frame(T->stacks, "[outer Python frames not read: a read failed]");
+		if (T->cap->py_failed_frame == STACKS_FAILED)
+			return node;
+		cut = 1;
+	}
+	uint32_t cut_frame = failed ? T->cap->py_failed_frame : T->cap->py_cut_frame;
 	uint32_t out[UNWIND_MAX_FRAMES + PY_MAX_FRAMES + 1];
 	size_t m = 0, pi = 0, groups = 0;
 	int seen = 0, all = T->opts.native_frames;
 	for (size_t i = 0; i < n; i++) {
 		const struct stacks_frame *f = &T->stacks->frames[in[i]];
-		if (cut && pi == np && T->cap->py_cut_frame != STACKS_FAILED && pystack_is_eval(p->py, f->module, f->offset)) {
+		if (cut && pi == np && cut_frame != STACKS_FAILED && pystack_is_eval(p->py, f->module, f->offset)) {
 			/* The first eval loop past the frames read: the ones cut off ran there and further out. */
-			out[m++] = T->cap->py_cut_frame;
+			out[m++] = cut_frame;
 			cut = 0;
 		}
 		if (pystack_is_eval(p->py, f->module, f->offset) && pi < np) {
@@ -181,8 +212,8 @@ static uint32_t with_python(struct tracer *T, struct tracee *t, uint32_t node)
 		if (py[pi].name != PYFRAME_NONE &&
 		    (out[m++] = stacks_py_frame(T->stacks, py[pi].name, py[pi].line)) == STACKS_FAILED)
 			return node;
-	if (cut && T->cap->py_cut_frame != STACKS_FAILED)
-		out[m++] = T->cap->py_cut_frame;
+	if (cut && cut_frame != STACKS_FAILED)
+		out[m++] = cut_frame;
 	if (groups != evals)
 		T->cap->pystats.group_mismatch++;
 	uint32_t merged = stacks_intern(T->stacks, out, m);
@@ -250,6 +281,7 @@ static void begin(struct tracer *T, struct tracee *t, const struct user_regs_str
 	c->py = !T->cap->no_python && t->p->py->state == PY_READY;
 	double t0 = c->py ? seconds() : 0;
 	c->copied = stack != NULL;
+	c->kpy = 0;
 	c->native = native_begin(T, t, regs, stack, len);
 	c->begin_s = c->py ? seconds() - t0 : 0;
 }
@@ -266,8 +298,11 @@ static uint32_t program_finish(struct tracer *T, struct tracee *t)
 	const struct capture_cur *c = &T->cap->cur;
 	double t0 = c->py ? seconds() : 0;
 	uint32_t node = c->native == STACKS_PENDING ? native_finish(T, t) : c->native;
-	/* Python frames are read live: from an event the kernel recorded earlier they would be another moment's. */
-	if (T->cap->no_python || c->copied)
+	/*
+	 * Python frames are read live, or by the kernel at the event: read now
+	 * for an event the kernel recorded earlier they would be another moment's.
+	 */
+	if (T->cap->no_python || (c->copied && !c->kpy))
 		return node;
 	pystack_detect(p->py, p->mm, T->reg, p->pid);
 	if (p->py->state != PY_READY || node == STACKS_ROOT)
@@ -278,7 +313,7 @@ static uint32_t program_finish(struct tracer *T, struct tracee *t)
 		T->cap->pystats.native_stacks++;
 		T->cap->pystats.native_us += (uint64_t)((c->begin_s + t1 - t0) * 1e6 + 0.5);
 	}
-	node = with_python(T, t, node);
+	node = with_python(T, t, node, c->kpy);
 	T->cap->pystats.python_us += (uint64_t)((seconds() - t1) * 1e6 + 0.5);
 	return node;
 }
@@ -298,10 +333,27 @@ uint32_t capture_finish(struct tracer *T, struct tracee *t)
 }
 
 uint32_t capture_copied(struct tracer *T, struct tracee *t, const struct user_regs_struct *regs,
-			const void *stack, size_t len)
+			const void *stack, size_t len, int python)
 {
 	begin(T, t, regs, stack, len);
+	T->cap->cur.kpy = python && t->st->kpy_kept;
+	t->st->kpy_kept = 0;
 	return capture_finish(T, t);
+}
+
+int capture_keep_python(struct tracee *t, const struct pyraw *raw, size_t n, unsigned flags)
+{
+	struct thread_stacks *st = t->st;
+	st->kpy_kept = 0;
+	if (!st->kpy && !(st->kpy = malloc(PY_MAX_FRAMES * sizeof(*st->kpy))))
+		return -1;
+	if (n > PY_MAX_FRAMES)
+		n = PY_MAX_FRAMES;
+	memcpy(st->kpy, raw, n * sizeof(*raw));
+	st->n_kpy = (uint32_t)n;
+	st->kpy_flags = flags;
+	st->kpy_kept = 1;
+	return 0;
 }
 
 uint32_t capture_stack(struct tracer *T, struct tracee *t, const struct user_regs_struct *regs)

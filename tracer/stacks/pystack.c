@@ -477,8 +477,6 @@ static int32_t decode_code(struct pyproc *py, struct pynames *names, struct pyst
 
 /* ---------------------------------------------------------------- the walk */
 
-struct raw_frame { uint64_t addr, code, instr; int last_of_call; uint8_t owner; };
-
 /* Code object headers fetched ahead of the walk, in the order of the last walk. */
 static struct {
 	size_t n;
@@ -543,6 +541,133 @@ static int prefetch(const struct pythread *ts, pid_t pid, uint8_t *tb, size_t tn
 	return 0;
 }
 
+/*
+ * Names raw[0..n), innermost first, into out (as many as there are at most):
+ * the headers of their code objects read in one go (those fetched ahead
+ * excepted), each checked against what was decoded from that address before
+ * or decoded now, and its line looked up. Returns how many frames out got;
+ * 0 on a read that failed (a wrong frame is never given).
+ */
+static size_t name_frames(struct pyproc *py, struct pynames *names, struct pystats *st, pid_t pid,
+			  const struct pyraw *raw, size_t n, struct pyframe *out)
+{
+	const struct pylayout *l = py->l;
+	size_t hlen = CODE_HDR_LEN(l);
+	static const uint8_t *hdr[PY_MAX_FRAMES];
+	static struct pycode *hit[PY_MAX_FRAMES];
+	static struct iovec lv[PY_MAX_FRAMES], rv[PY_MAX_FRAMES];
+	static uint8_t more[PY_MAX_FRAMES][256];
+	size_t nm = 0;
+	for (size_t i = 0; i < n; i++) {
+		hit[i] = NULL;
+		hdr[i] = NULL;
+		if (raw[i].have_hdr) {
+			/*
+			 * Read by the kernel at the event: the code object's fields as
+			 * they were then say whether it is the one decoded before, with
+			 * no read of a code object that may have been freed since.
+			 */
+			uint32_t ci = u64map_get(&py->code_ids, raw[i].code);
+			struct pycode *c = ci == U64MAP_NONE ? NULL : &py->codes[ci];
+			if (c && c->filename == raw[i].filename && c->qualname == raw[i].qualname &&
+			    c->linetable == raw[i].linetable) {
+				hit[i] = c;
+				continue;
+			}
+		} else if ((hdr[i] = prefetched(raw[i].code, i))) {
+			continue;
+		}
+		hdr[i] = more[nm];
+		lv[nm] = (struct iovec){ more[nm], hlen };
+		rv[nm] = (struct iovec){ (void *)(uintptr_t)(raw[i].code + CODE_HDR_LO(l)), hlen };
+		nm++;
+	}
+	/* The headers of the code objects not fetched ahead, in one read; the kernel's misses one by one. */
+	int kernel = n && raw[0].have_hdr;
+	for (size_t done = 0; done < nm;) {
+		size_t batch = kernel ? 1 : nm - done < 1024 ? nm - done : 1024;
+		st->reads++;
+		ssize_t got = process_vm_readv(pid, lv + done, batch, rv + done, batch, 0);
+		if (got != (ssize_t)(batch * hlen)) {
+			if (!kernel)
+				return 0;
+			memset(lv[done].iov_base, 0, hlen); /* a freed code object: its frame is marked below */
+		}
+		done += batch;
+	}
+
+	/* Each header checked against what was decoded from that address before. */
+	size_t m = 0;
+	for (size_t i = 0; i < n; i++) {
+		const uint8_t *h = hdr[i];
+		struct pycode *c = hit[i];
+		if (c) {
+			st->code_hits++;
+		} else {
+			uint32_t ci = u64map_get(&py->code_ids, raw[i].code);
+			c = ci == U64MAP_NONE ? NULL : &py->codes[ci];
+			int32_t first;
+			memcpy(&first, h, sizeof(first));
+			uint64_t fn = u64_at(h, l->code_filename - CODE_HDR_LO(l)), qn = u64_at(h, l->code_qualname - CODE_HDR_LO(l)),
+				 lt = u64_at(h, l->code_linetable - CODE_HDR_LO(l));
+			if (raw[i].have_hdr && (fn != raw[i].filename || qn != raw[i].qualname || lt != raw[i].linetable)) {
+				/*
+				 * The code object the kernel saw is gone (freed, its memory
+				 * reused) before ptfil could name it: a frame says so, in its
+				 * place, and the frames around it are kept.
+				 */
+				uint32_t freed = pynames_intern(names, "[Python code freed before ptfil named it]", "");
+				st->kernel_freed++;
+				if (freed == U64MAP_NONE)
+					return 0;
+				out[m].name = freed;
+				out[m].line = 0;
+				out[m++].last_of_call = raw[i].last_of_call;
+				continue;
+			}
+			if (c && c->filename == fn && c->qualname == qn && c->linetable == lt && c->firstlineno == first) {
+				st->code_hits++;
+			} else {
+				int32_t k = decode_code(py, names, st, pid, raw[i].code, h);
+				if (k < 0)
+					return 0;
+				c = &py->codes[k];
+			}
+			int32_t traceable;
+			memcpy(&traceable, h + l->code_firsttraceable - CODE_HDR_LO(l), sizeof(traceable));
+			if (traceable < 0 || traceable > 4096)
+				traceable = 0;    /* no set-up is that long: not the field (pylayout.c derives where it is) */
+			c->firsttraceable = traceable;
+		}
+		int64_t lasti = ((int64_t)raw[i].instr - (int64_t)(raw[i].code + l->code_adaptive)) / 2;
+		if (raw[i].owner != PY_OWNED_BY_GENERATOR && lasti < c->firsttraceable) {
+			/*
+			 * A frame still setting itself up (3.13 also runs a stand-in
+			 * "__init__" this way when a class is called): no line of its
+			 * code has run, and tracebacks leave it out; so does ptfil. If
+			 * it was the first frame of an eval loop call, the frame before
+			 * it ends that call, or nothing does.
+			 */
+			if (raw[i].last_of_call) {
+				if (m && !out[m - 1].last_of_call)
+					out[m - 1].last_of_call = 1;
+				else
+					out[m++] = (struct pyframe){ .name = PYFRAME_NONE, .last_of_call = 1 };
+			}
+			continue;
+		}
+		if (lasti != c->last_lasti) {
+			c->last_lasti = lasti;
+			c->last_line = pylayout_line(c->table, c->table_len, c->firstlineno, lasti);
+		}
+		out[m].name = c->name;
+		out[m].line = c->last_line;
+		out[m++].last_of_call = raw[i].last_of_call;
+	}
+	st->frames += m;
+	return m;
+}
+
 size_t pystack_read(struct pyproc *py, struct pynames *names, struct pystats *st, pid_t pid, pid_t tid,
 		    pystack_word_fn *stack_word, void *ctx, struct pyframe *out, size_t max)
 {
@@ -583,7 +708,7 @@ size_t pystack_read(struct pyproc *py, struct pynames *names, struct pystats *st
 		return 0;
 
 	/* The frames, innermost first. */
-	static struct raw_frame raw[PY_MAX_FRAMES];
+	static struct pyraw raw[PY_MAX_FRAMES];
 	size_t n = 0;
 	uint8_t fb[128];              /* what pylayout allows a frame's fields to need */
 	size_t fneed = l->frame_owner + 1u;
@@ -610,6 +735,7 @@ size_t pystack_read(struct pyproc *py, struct pynames *names, struct pystats *st
 			raw[n].instr = u64_at(fb, l->frame_instr);
 			raw[n].last_of_call = l->frame_is_entry != PYL_NONE && fb[l->frame_is_entry];
 			raw[n].owner = owner;
+			raw[n].have_hdr = 0;
 			if (!raw[n].code)
 				return 0;
 			n++;
@@ -618,77 +744,9 @@ size_t pystack_read(struct pyproc *py, struct pynames *names, struct pystats *st
 	}
 	if (n == 0)
 		return 0;
-
-	/* The headers of the code objects not fetched ahead, in one read. */
-	static const uint8_t *hdr[PY_MAX_FRAMES];
-	static struct iovec lv[PY_MAX_FRAMES], rv[PY_MAX_FRAMES];
-	static uint8_t more[PY_MAX_FRAMES][256];
-	size_t nm = 0;
-	for (size_t i = 0; i < n; i++) {
-		if ((hdr[i] = prefetched(raw[i].code, i)))
-			continue;
-		hdr[i] = more[nm];
-		lv[nm] = (struct iovec){ more[nm], hlen };
-		rv[nm] = (struct iovec){ (void *)(uintptr_t)(raw[i].code + CODE_HDR_LO(l)), hlen };
-		nm++;
-	}
-	for (size_t done = 0; done < nm;) {
-		size_t batch = nm - done < 1024 ? nm - done : 1024;
-		st->reads++;
-		ssize_t got = process_vm_readv(pid, lv + done, batch, rv + done, batch, 0);
-		if (got != (ssize_t)(batch * hlen))
-			return 0;
-		done += batch;
-	}
-
-	/* Each header checked against what was decoded from that address before. */
-	size_t m = 0;
-	for (size_t i = 0; i < n; i++) {
-		const uint8_t *h = hdr[i];
-		uint32_t ci = u64map_get(&py->code_ids, raw[i].code);
-		struct pycode *c = ci == U64MAP_NONE ? NULL : &py->codes[ci];
-		int32_t first;
-		memcpy(&first, h, sizeof(first));
-		if (c && c->filename == u64_at(h, l->code_filename - CODE_HDR_LO(l)) &&
-		    c->qualname == u64_at(h, l->code_qualname - CODE_HDR_LO(l)) &&
-		    c->linetable == u64_at(h, l->code_linetable - CODE_HDR_LO(l)) && c->firstlineno == first) {
-			st->code_hits++;
-		} else {
-			int32_t k = decode_code(py, names, st, pid, raw[i].code, h);
-			if (k < 0)
-				return 0;
-			c = &py->codes[k];
-		}
-		int64_t lasti = ((int64_t)raw[i].instr - (int64_t)(raw[i].code + l->code_adaptive)) / 2;
-		int32_t traceable;
-		memcpy(&traceable, h + l->code_firsttraceable - CODE_HDR_LO(l), sizeof(traceable));
-		if (traceable < 0 || traceable > 4096)
-			traceable = 0;        /* no set-up is that long: not the field (pylayout.c derives where it is) */
-		if (raw[i].owner != PY_OWNED_BY_GENERATOR && lasti < traceable) {
-			/*
-			 * A frame still setting itself up (3.13 also runs a stand-in
-			 * "__init__" this way when a class is called): no line of its
-			 * code has run, and tracebacks leave it out; so does ptfil. If
-			 * it was the first frame of an eval loop call, the frame before
-			 * it ends that call, or nothing does.
-			 */
-			if (raw[i].last_of_call) {
-				if (m && !out[m - 1].last_of_call)
-					out[m - 1].last_of_call = 1;
-				else
-					out[m++] = (struct pyframe){ .name = PYFRAME_NONE, .last_of_call = 1 };
-			}
-			continue;
-		}
-		if (lasti != c->last_lasti) {
-			c->last_lasti = lasti;
-			c->last_line = pylayout_line(c->table, c->table_len, c->firstlineno, lasti);
-		}
-		out[m].name = c->name;
-		out[m].line = c->last_line;
-		out[m++].last_of_call = raw[i].last_of_call;
-	}
-	st->frames += m;
+	size_t m = name_frames(py, names, st, pid, raw, n, out);
+	if (!m && n)
+		return 0;
 
 	/* What the next stop of this thread fetches ahead: these code objects and frame pages. */
 	ts->n_codes = 0;
@@ -707,6 +765,20 @@ size_t pystack_read(struct pyproc *py, struct pynames *names, struct pystats *st
 		}
 	}
 	return m;
+}
+
+size_t pystack_name(struct pyproc *py, struct pynames *names, struct pystats *st, pid_t pid,
+		    const struct pyraw *raw, size_t n, struct pyframe *out)
+{
+	if (py->state != PY_READY || n == 0 || CODE_HDR_LEN(py->l) > sizeof(pre.hdr[0]))
+		return 0;
+	if (n > PY_MAX_FRAMES)
+		n = PY_MAX_FRAMES;
+	st->stacks++;
+	st->kernel_stacks++;
+	py->stacks++;
+	pre.n = 0;                    /* nothing fetched ahead: the frames are another moment's */
+	return name_frames(py, names, st, pid, raw, n, out);
 }
 
 int pystack_runs_python(const struct modmap *mm, const struct modreg *reg)

@@ -34,6 +34,7 @@ void pynames_fin(struct pynames *n);
 struct pycode {
 	uint64_t filename, qualname, linetable; /* those fields' values, which check it is the same object */
 	int32_t firstlineno;
+	int32_t firsttraceable;       /* code units of set-up before its first line */
 	uint32_t name;                /* in pynames */
 	uint8_t *table; uint32_t table_len;  /* the location table, owned */
 	int64_t last_lasti;           /* the last instruction looked up, and its line: */
@@ -74,6 +75,9 @@ struct pystats {
 	uint64_t stacks, frames, reads, code_decodes, code_hits, thread_scans, cut, group_mismatch;
 	/* time in microseconds: native stacks taken in processes running Python, and the Python frames read for them */
 	uint64_t native_stacks, native_us, python_us;
+	/* stacks whose Python frames the kernel read at the event (tracer/kernel/pyread.bpf.h), and those it marked failed */
+	uint64_t kernel_stacks, kernel_failed;
+	uint64_t kernel_freed;        /* frames of theirs whose code object was freed before it was named */
 };
 
 /*
@@ -131,5 +135,28 @@ struct pyframe {
 typedef int pystack_word_fn(void *ctx, uint64_t addr, uint64_t *val);
 size_t pystack_read(struct pyproc *py, struct pynames *names, struct pystats *st, pid_t pid, pid_t tid,
 		    pystack_word_fn *stack_word, void *ctx, struct pyframe *out, size_t max);
+
+/*
+ * A frame as read from the target, not named yet: its address (0 when not
+ * known), its code object, its instruction pointer, whether it is the
+ * outermost of its eval loop call, and its owner (enum _frameowner).
+ */
+struct pyraw {
+	uint64_t addr, code, instr;
+	int last_of_call;
+	uint8_t owner;
+	/* have_hdr: read by the kernel, with the code object's fields as they were at the event */
+	int have_hdr;
+	uint64_t filename, qualname, linetable;
+};
+
+/*
+ * Names frames read earlier, by the kernel at the event (tracer/kernel/pyread.c):
+ * raw[0..n), innermost first, to at most n frames in out; returns how many
+ * (0 on a read that failed). The code objects are read now: one freed since
+ * and its address reused is told by its fields, and fails.
+ */
+size_t pystack_name(struct pyproc *py, struct pynames *names, struct pystats *st, pid_t pid,
+		    const struct pyraw *raw, size_t n, struct pyframe *out);
 
 #endif

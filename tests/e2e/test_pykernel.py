@@ -1,0 +1,96 @@
+"""Python frames read by the kernel (tracer/kernel/pyread.bpf.h) against the ptrace path's reader
+(tracer/stacks/pystack.c), on every CPython here: 3.11 (Debian's, else pyenv's), 3.12 and 3.13
+(pyenv's). A version this machine does not have is a SKIP, not a pass.
+
+same_frames: tests/targets/py/sites.py under --charge alloc --exact-sizes, once with -e ptrace
+(frames read live, at each call) and once with -e uprobe (frames read by the kernel at the event,
+named later). The Python frames of every stack above 1% of the peak are identical, function, file
+and line, and charged the same bytes; the kernel read frames (python.kernel_stacks) and none of its
+reads failed.
+
+touch_list: tests/targets/py/pylist.py under the touch view: the pages of a 12-million-int list are
+charged through build_list's BUILD line, read by the fault path's reader.
+
+The kernel path needs kernel uprobes and BPF: where ptfil says it cannot take them, the file skips.
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(__file__))
+from ptfiltest import MiB, SRCDIR, Skip, check_near, cpython, heap_counters, heap_events_probe, heap_path, \
+    kernel_path_lock, launch, main, missing, require_kernel_path
+
+PYDIR = os.path.join(SRCDIR, "tests", "targets", "py")
+SITES = os.path.join(PYDIR, "sites.py")
+PYLIST = os.path.join(PYDIR, "pylist.py")
+SITES_STATUS = 3
+ENV = {k: v for k, v in os.environ.items() if k not in ("PTFIL_CHARGE", "PTFIL_HEAP_EVENTS")}
+
+
+def chains(doc):
+    """Bytes charged by Python chain: each stack's Python frames as (function, file, line), innermost first."""
+    out = {}
+    for s in doc["stacks"]:
+        key = tuple((f["function"], f["file"], f["line"]) for f in s["frames"] if f.get("kind") == "python")
+        out[key] = out.get(key, 0) + s["charged_bytes"]
+    return out
+
+
+def python_counters(doc):
+    return {k: v for k, v in doc["counters"].items() if k.startswith("python.")}
+
+
+def run(python, args, target, status):
+    r = launch([python, target], ptfil_args=("-i", "0", *args), env=ENV)
+    assert r.returncode == status, (args, r.returncode, r.stderr.decode(errors="replace"))
+    return r.json
+
+
+def same_frames(minor):
+    python = cpython(minor)
+    live = run(python, ("--charge", "alloc", "-e", "ptrace", "--exact-sizes"), SITES, SITES_STATUS)
+    kern = run(python, ("--charge", "alloc", "-e", "uprobe", "--exact-sizes"), SITES, SITES_STATUS)
+    assert heap_path(live) == "ptrace" and heap_path(kern) == "uprobe", (heap_counters(live), heap_counters(kern))
+    c = python_counters(kern)
+    assert c.get("python.kernel_stacks", 0) > 0, c
+    assert c.get("python.kernel_failed", 0) == 0, c
+    peak = live["peak"]["charged_bytes"]
+    a, b = chains(live), chains(kern)
+    big = [k for k in set(a) | set(b) if max(a.get(k, 0), b.get(k, 0)) > peak / 100]
+    assert big, "no stack above 1%% of the peak: %r" % sorted(a.items(), key=lambda kv: -kv[1])[:5]
+    for k in big:
+        assert k in a and k in b, "Python frames only on the %s path (%.1f MiB):\n  %s" % (
+            "ptrace" if k in a else "kernel", max(a.get(k, 0), b.get(k, 0)) / MiB, "\n  ".join(map(str, k)))
+        check_near("the stack at %s:%s" % (k[0][1], k[0][2]) if k else "the stack without Python frames",
+                   b[k], a[k], rel=0.01)
+
+
+def touch_list(minor):
+    python = cpython(minor)
+    doc = run(python, ("--charge", "touch"), PYLIST, 0)
+    assert doc["view"] == "touch", doc["view"]
+    line = [i for i, l in enumerate(open(PYLIST), 1) if l.rstrip().endswith("# BUILD")][0]
+    through = sum(s["charged_bytes"] for s in doc["stacks"]
+                  if any(f.get("kind") == "python" and f["function"] == "build_list" and f["line"] == line
+                         and f["file"] == PYLIST for f in s["frames"]))
+    c = python_counters(doc)
+    assert c.get("python.kernel_stacks", 0) > 0, c
+    assert c.get("python.no_thread_state", 0) == 0, c
+    assert through >= 100 * MiB, "%.1f MiB charged through build_list (pylist.py:%d), expected 100 or more; %r" % (
+        through / MiB, line, c)
+
+
+def test_same_frames_311(): same_frames(11)
+def test_same_frames_312(): same_frames(12)
+def test_same_frames_313(): same_frames(13)
+def test_touch_list_311(): touch_list(11)
+def test_touch_list_312(): touch_list(12)
+def test_touch_list_313(): touch_list(13)
+
+
+if __name__ == "__main__":
+    kernel_path_lock()
+    status, message = heap_events_probe()
+    require_kernel_path(status, message, "test_pykernel.py")
+    main([test_same_frames_311, test_same_frames_312, test_same_frames_313,
+          test_touch_list_311, test_touch_list_312, test_touch_list_313])
