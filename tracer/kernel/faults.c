@@ -675,6 +675,19 @@ static int on_ring(void *ctx, void *data, size_t len)
 	case KF_SHRINK:
 		f->stats.shrinks++;
 		tv->rss_seen = r->rss;
+		/*
+		 * Under attach a release stops nothing: the pages that went are found
+		 * by comparing with the kernel's. Compared here, in the records'
+		 * order, before the faults after it are charged (else a batch read
+		 * late would charge both, a peak that never was), at most every
+		 * RELEASE_SCAN_SECONDS of the program's time.
+		 */
+		if (tv->release_scans && tv->rss_seen < tv->l.charged &&
+		    time - tv->released_scanned_rec >= RELEASE_SCAN_SECONDS) {
+			tv->released_scanned_rec = time;
+			tv->released_scanned_at = tracer_now(T);
+			scan_released(T, p);
+		}
 		break;
 	case KF_MOVE: {
 		/* In its place among the faults: the pages before it were charged at the old addresses. */

@@ -112,6 +112,7 @@ struct touch {
 	uint32_t grow_stack;           /* ... charged to this stack */
 	double grow_scanned_at;
 	double released_scanned_at;
+	double released_scanned_rec;   /* the record time (s) of the shrink record last scanned at (attach) */
 	uint64_t moves_applied;        /* the number of the last mremap record applied (faults_rec.h, struct kf_moves) */
 	/*
 	 * Both views (--charge both): of what each touch stack made resident, the
