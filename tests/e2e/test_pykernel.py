@@ -5,10 +5,11 @@
 same_frames: tests/targets/py/sites.py under --charge alloc --exact-sizes, once with -e ptrace
 (frames read live, at each call) and once with -e uprobe (frames read by the kernel at the event,
 named later). The Python frames of every stack above 1% of the peak are identical, function, file
-and line, and charged the same bytes; the kernel read frames (python.kernel_stacks) and none of its
+and line, and charged the same bytes (within 1% and 128 KiB: what is alive at the instant of each
+run's peak differs by a few blocks); the kernel read frames (python.kernel_stacks) and none of its
 reads failed.
 
-touch_list: tests/targets/py/pylist.py under the touch view: the pages of a 12-million-int list are
+touch_list: tests/targets/py/ints.py under the touch view: the pages of a 12-million-int list are
 charged through build_list's BUILD line, read by the fault path's reader.
 
 The kernel path needs kernel uprobes and BPF: where ptfil says it cannot take them, the file skips.
@@ -22,7 +23,7 @@ from ptfiltest import MiB, SRCDIR, Skip, check_near, cpython, heap_counters, hea
 
 PYDIR = os.path.join(SRCDIR, "tests", "targets", "py")
 SITES = os.path.join(PYDIR, "sites.py")
-PYLIST = os.path.join(PYDIR, "pylist.py")
+INTS = os.path.join(PYDIR, "ints.py")
 SITES_STATUS = 3
 ENV = {k: v for k, v in os.environ.items() if k not in ("PTFIL_CHARGE", "PTFIL_HEAP_EVENTS")}
 
@@ -61,22 +62,23 @@ def same_frames(minor):
     for k in big:
         assert k in a and k in b, "Python frames only on the %s path (%.1f MiB):\n  %s" % (
             "ptrace" if k in a else "kernel", max(a.get(k, 0), b.get(k, 0)) / MiB, "\n  ".join(map(str, k)))
-        check_near("the stack at %s:%s" % (k[0][1], k[0][2]) if k else "the stack without Python frames",
-                   b[k], a[k], rel=0.01)
+        # Blocks alive for an instant (the peak is a moment of each run) differ by a few KiB.
+        check_near("the stack at %s:%s" % (k[0][1], k[0][2]) if k else "the stacks without Python frames",
+                   b[k], a[k], rel=0.01, slack=128 * 1024)
 
 
 def touch_list(minor):
     python = cpython(minor)
-    doc = run(python, ("--charge", "touch"), PYLIST, 0)
+    doc = run(python, ("--charge", "touch"), INTS, 0)
     assert doc["view"] == "touch", doc["view"]
-    line = [i for i, l in enumerate(open(PYLIST), 1) if l.rstrip().endswith("# BUILD")][0]
+    line = [i for i, l in enumerate(open(INTS), 1) if l.rstrip().endswith("# BUILD")][0]
     through = sum(s["charged_bytes"] for s in doc["stacks"]
                   if any(f.get("kind") == "python" and f["function"] == "build_list" and f["line"] == line
-                         and f["file"] == PYLIST for f in s["frames"]))
+                         and f["file"] == INTS for f in s["frames"]))
     c = python_counters(doc)
     assert c.get("python.kernel_stacks", 0) > 0, c
     assert c.get("python.no_thread_state", 0) == 0, c
-    assert through >= 100 * MiB, "%.1f MiB charged through build_list (pylist.py:%d), expected 100 or more; %r" % (
+    assert through >= 100 * MiB, "%.1f MiB charged through build_list (ints.py:%d), expected 100 or more; %r" % (
         through / MiB, line, c)
 
 

@@ -37,7 +37,10 @@ NUMPY = "import numpy as np; a = np.ones((1000, 1000)); b = a @ a; print(b[0, 0]
 
 def run_verified(argv):
     # Native stacks only: these tests check the unwinder, whose frames Python frames would replace.
-    env = dict(os.environ, PTFIL_UNWIND_VERIFY="1", PTFIL_NO_PYTHON="1")
+    # The check unwinds each spliced stack again from the thread itself, which only a stopped thread
+    # allows: the ptrace path, whichever pass this is (on the kernel path the thread ran on after its
+    # stack was copied, and a second unwind past the copy reads another moment's stack).
+    env = dict(os.environ, PTFIL_UNWIND_VERIFY="1", PTFIL_NO_PYTHON="1", PTFIL_HEAP_EVENTS="ptrace")
     r = launch(argv, env=env)
     assert r.returncode == 0, r.stderr
     c = r.json["counters"]

@@ -16,7 +16,7 @@ def build_list(n):
 def main():
     n = int(sys.argv[1]) if len(sys.argv) > 1 else N
     xs = build_list(n * 1000000)
-    print("pylist: %d ints" % len(xs))
+    print("ints: %d" % len(xs))
     return 0
 
 
