@@ -9,12 +9,17 @@ and line, and charged the same bytes (within 1% and 128 KiB: what is alive at th
 run's peak differs by a few blocks); the kernel read frames (python.kernel_stacks) and none of its
 reads failed.
 
+same_frames_touch: sites.py under the touch view, where each site's bytearray is charged to the
+memset that zero-fills it: its Python chain is the one the ptrace path reads at its malloc, with the
+same bytes within 3%.
+
 touch_list: tests/targets/py/ints.py under the touch view: the pages of a 12-million-int list are
 charged through build_list's BUILD line, read by the fault path's reader.
 
 The kernel path needs kernel uprobes and BPF: where ptfil says it cannot take them, the file skips.
 """
 import os
+import re
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -67,6 +72,37 @@ def same_frames(minor):
                    b[k], a[k], rel=0.01, slack=128 * 1024)
 
 
+def site_chains(doc, lines):
+    """Per site of sites.py (its "# SITE:" line), the Python chains of the stacks whose innermost Python
+    frame is that line, with the bytes charged to each."""
+    out = {}
+    for s in doc["stacks"]:
+        py = [(f["function"], f["file"], f["line"]) for f in s["frames"] if f.get("kind") == "python"]
+        if py and py[0][1] == SITES and py[0][2] in lines:
+            site = out.setdefault(lines[py[0][2]], {})
+            site[tuple(py)] = site.get(tuple(py), 0) + s["charged_bytes"]
+    return out
+
+
+def same_frames_touch(minor):
+    """The touch view's stacks are page faults, not malloc calls: each site's bytearray is charged to the
+    memset that zero-fills it. Its Python chain must be the one the ptrace path reads at its malloc."""
+    python = cpython(minor)
+    lines = {i: m.group(1) for i, l in enumerate(open(SITES), 1) for m in [re.search(r"# SITE: (\w+)$", l.rstrip())] if m}
+    live = site_chains(run(python, ("--charge", "alloc", "-e", "ptrace"), SITES, SITES_STATUS), lines)
+    doc = run(python, ("--charge", "touch"), SITES, SITES_STATUS)
+    assert doc["view"] == "touch", doc["view"]
+    touch = site_chains(doc, lines)
+    assert python_counters(doc).get("python.kernel_failed", 0) == 0, python_counters(doc)
+    assert sorted(live) == sorted(set(lines.values())), "sites missing on ptrace: %r" % sorted(live)
+    for site, chains in live.items():
+        big = max(chains, key=chains.get)
+        got = touch.get(site, {})
+        assert big in got, "%s: the ptrace path's chain is not under touch:\n  %s\ntouch has:\n  %s" % (
+            site, "\n  ".join(map(str, big)), "\n  ".join(str(list(c)) for c in got))
+        check_near("%s under touch" % site, got[big], chains[big], rel=0.03)
+
+
 def touch_list(minor):
     python = cpython(minor)
     doc = run(python, ("--charge", "touch"), INTS, 0)
@@ -85,6 +121,9 @@ def touch_list(minor):
 def test_same_frames_311(): same_frames(11)
 def test_same_frames_312(): same_frames(12)
 def test_same_frames_313(): same_frames(13)
+def test_same_frames_touch_311(): same_frames_touch(11)
+def test_same_frames_touch_312(): same_frames_touch(12)
+def test_same_frames_touch_313(): same_frames_touch(13)
 def test_touch_list_311(): touch_list(11)
 def test_touch_list_312(): touch_list(12)
 def test_touch_list_313(): touch_list(13)
@@ -95,4 +134,5 @@ if __name__ == "__main__":
     status, message = heap_events_probe()
     require_kernel_path(status, message, "test_pykernel.py")
     main([test_same_frames_311, test_same_frames_312, test_same_frames_313,
+          test_same_frames_touch_311, test_same_frames_touch_312, test_same_frames_touch_313,
           test_touch_list_311, test_touch_list_312, test_touch_list_313])
