@@ -30,7 +30,11 @@ PYDIR = os.path.join(SRCDIR, "tests", "targets", "py")
 SITES = os.path.join(PYDIR, "sites.py")
 INTS = os.path.join(PYDIR, "ints.py")
 SITES_STATUS = 3
-ENV = {k: v for k, v in os.environ.items() if k not in ("PTFIL_CHARGE", "PTFIL_HEAP_EVENTS")}
+# The same interpreter run twice allocates alike only with the same hash seed (dict and set sizes
+# decide when pymalloc maps a new 1 MiB arena, charged to the stack of the moment) and the same
+# compiled modules (none written by the first run for the second).
+ENV = dict({k: v for k, v in os.environ.items() if k not in ("PTFIL_CHARGE", "PTFIL_HEAP_EVENTS")},
+           PYTHONHASHSEED="0", PYTHONDONTWRITEBYTECODE="1")
 
 
 def chains(doc):
