@@ -106,7 +106,7 @@ void pystack_detect(struct pyproc *py, const struct modmap *mm, const struct mod
 /*
  * Whether one of the objects in mm is a CPython interpreter (it exports
  * _PyRuntime): the process runs Python, whose frames are read live at each
- * event (the paths that record events for later keep to native frames).
+ * stop, or by the kernel at each event the kernel records (kernel/pyread.h).
  */
 int pystack_runs_python(const struct modmap *mm, const struct modreg *reg);
 
