@@ -554,12 +554,12 @@ static size_t name_frames(struct pyproc *py, struct pynames *names, struct pysta
 	const struct pylayout *l = py->l;
 	size_t hlen = CODE_HDR_LEN(l);
 	static const uint8_t *hdr[PY_MAX_FRAMES];
-	static struct pycode *hit[PY_MAX_FRAMES];
+	static uint32_t hit[PY_MAX_FRAMES];  /* indexes in py->codes (decode_code may move them), or U64MAP_NONE */
 	static struct iovec lv[PY_MAX_FRAMES], rv[PY_MAX_FRAMES];
 	static uint8_t more[PY_MAX_FRAMES][256];
 	size_t nm = 0;
 	for (size_t i = 0; i < n; i++) {
-		hit[i] = NULL;
+		hit[i] = U64MAP_NONE;
 		hdr[i] = NULL;
 		if (raw[i].have_hdr) {
 			/*
@@ -571,7 +571,7 @@ static size_t name_frames(struct pyproc *py, struct pynames *names, struct pysta
 			struct pycode *c = ci == U64MAP_NONE ? NULL : &py->codes[ci];
 			if (c && c->filename == raw[i].filename && c->qualname == raw[i].qualname &&
 			    c->linetable == raw[i].linetable) {
-				hit[i] = c;
+				hit[i] = ci;
 				continue;
 			}
 		} else if ((hdr[i] = prefetched(raw[i].code, i))) {
@@ -600,7 +600,7 @@ static size_t name_frames(struct pyproc *py, struct pynames *names, struct pysta
 	size_t m = 0;
 	for (size_t i = 0; i < n; i++) {
 		const uint8_t *h = hdr[i];
-		struct pycode *c = hit[i];
+		struct pycode *c = hit[i] == U64MAP_NONE ? NULL : &py->codes[hit[i]];
 		if (c) {
 			st->code_hits++;
 		} else {
