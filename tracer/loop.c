@@ -139,6 +139,7 @@ static int next_event(struct tracer *T, struct stop *s, int options)
 			ptrace(PTRACE_CONT, tid, 0, (void *)(long)event_pending_signal(s->ev, s->status));
 			return 0;
 		}
+		s->t->origin_unknown = tid != s->t->p->pid && s->t->p->profiled && s->t->p->ready;
 	}
 	if (s->t && s->ev != EVENT_GONE)
 		classify(T, s);
@@ -216,7 +217,44 @@ static struct tracee *learn_child(struct tracer *T, struct tracee *t)
 	struct tracee *c = tracer_find(T, (pid_t)child);
 	if (!c && !tracer_retired(T, (pid_t)child))
 		c = lifecycle_add_thread(T, (pid_t)child);
+	if (c)
+		c->origin_unknown = 0;
 	return c;
+}
+
+/*
+ * A new thread's first stop can come before its creator's clone event, and
+ * the stacks of all it does are read on into the call that started it
+ * (capture_thread_origin) only once that event is seen: such a thread is
+ * held at its first stop until then. The creator stops in that event as it
+ * returns from clone, so the wait is short; should the event never come (a
+ * read of it failed), the timer lets the thread go after HOLD_SECONDS, and
+ * so does leaving.
+ */
+#define HOLD_SECONDS 0.2
+
+static void hold_for_origin(struct tracer *T, struct tracee *t)
+{
+	t->held_since = tracer_now(T);
+	if (t->held_since <= 0)
+		t->held_since = 1e-9;
+}
+
+static void let_go_held(struct tracee *t)
+{
+	t->held_since = 0;
+	t->origin_unknown = 0;
+	restart(t, PTRACE_CONT, 0);
+}
+
+/* Every held thread, or those held for longer than HOLD_SECONDS (older_only), let go. */
+static void let_go_all_held(struct tracer *T, int older_only)
+{
+	double now = tracer_now(T);
+	for (size_t h = 0; h < TRACER_HASH; h++)
+		for (struct tracee *t = T->threads[h]; t; t = t->hnext)
+			if (t->held_since > 0 && (!older_only || now - t->held_since > HOLD_SECONDS))
+				let_go_held(t);
 }
 
 /* The running table: each event handled and its thread restarted as event.h says. */
@@ -258,6 +296,8 @@ static void run_event(struct tracer *T, struct stop *s)
 		/* A thread's stacks read on into the call that started it. */
 		if (c && s->ev == EVENT_CLONE)
 			capture_thread_origin(T, t, c);
+		if (c && c->held_since > 0)
+			let_go_held(c);
 		restart(t, PTRACE_CONT, 0);
 		return;
 	}
@@ -283,6 +323,10 @@ static void run_event(struct tracer *T, struct stop *s)
 		return;
 	case EVENT_INTERRUPT:
 		tracer_count_stop(T, t, STOP_NEW_TASK);
+		if (t->origin_unknown && !t->held_since) {
+			hold_for_origin(T, t);
+			return;
+		}
 		restart(t, PTRACE_CONT, 0);
 		return;
 	case EVENT_PAST_TRAP:
@@ -445,6 +489,7 @@ static void forward_signals(struct tracer *T)
 /* The timer's work: residency for the timelines, peaks to disk, the end of --duration. */
 static void tick(struct tracer *T)
 {
+	let_go_all_held(T, 1);
 	for (struct proc *p = T->procs; p; p = p->next) {
 		if (!p->profiled)
 			continue;
@@ -524,8 +569,10 @@ void loop_run(struct tracer *T)
 			if (p && p->ready)
 				snapshot_write(T, p, 1);
 		}
-		if (loop_leave && T->attach)
+		if (loop_leave && T->attach) {
+			let_go_all_held(T, 0);
 			return;
+		}
 		struct stop s;
 		if (loop_wait(T, &s) < 0) {
 			if (errno == EINTR)

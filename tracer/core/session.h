@@ -76,6 +76,8 @@ struct tracee {
 	int park_sig;
 	int group_stop;        /* parked in a group-stop (SIGSTOP): it stays stopped when let go */
 	int exiting;           /* past its exit event, or a zombie: it never stops again, it is only reaped */
+	int origin_unknown;    /* a new thread seen before its creator's clone event: where it was started is not known yet */
+	double held_since;     /* > 0: held at its first stop until that event comes (loop.c, hold_for_origin) */
 	int rescue;            /* its slot in the crash rescue's table (core/rescue.h) */
 	/* Each module's state of this thread, owned by the thread (lifecycle.c). */
 	struct alloc_call *call;   /* memory/alloc.h: the allocating call in flight */
