@@ -55,14 +55,15 @@ int session_init(struct tracer *T, const struct tracer_opts *o)
 }
 
 /*
- * Detaching BPF programs from tracepoints waits for the kernel to be done with
- * them (tens of milliseconds a link): that wait happens in a child of ptfil's
+ * Detaching BPF programs from tracepoints, and uprobes from a launched
+ * program's libraries, waits for the kernel to be done with them (tens of
+ * milliseconds a link): that wait happens in a child of ptfil's
  * that outlives it, holding the last references to them, so that ptfil's own
  * exit (and the shell's prompt) does not wait for it.
  */
 static void kernel_close_later(struct tracer *T)
 {
-	if (!T->kf)
+	if (!T->kf && !kheap_on(T))
 		return;
 	int fd[2];
 	if (pipe(fd))

@@ -43,7 +43,13 @@ extern const unsigned char faults_bpf_obj[];
 extern const size_t faults_bpf_obj_len;
 #endif
 
-#define FAULTS_DEFAULT_RING (64u << 20)
+/*
+ * The ring: 16 MiB hold over a thousand of the largest records (an 8 KiB
+ * stack, 256 Python frames), and no bench workload filled it (bench/fill 512
+ * and linked_list: touch.backpressure 0, as at 64 MiB). Creating and mapping
+ * 64 MiB cost every run about 40 ms more.
+ */
+#define FAULTS_DEFAULT_RING (16u << 20)
 /* How often at most a process's pages are compared with the ledger for a rise no fault explained. */
 #define GROW_SCAN_SECONDS 0.005
 /* ... and for pages that went with no stop of ptfil's (a heap's brk shrink under launch). */
@@ -200,6 +206,13 @@ static int open_fault_path(struct tracer *T, struct faults *f, char *why, size_t
 		snprintf(why, n, "cannot size the fault ring");
 		return -1;
 	}
+	/* The syscall tracepoints' programs serve attach alone (below): under launch they are not even verified. */
+	if (!T->attach)
+		for (const char *const *name = (const char *const[]){ "kf_sys_enter", "kf_sys_exit", NULL }; *name; name++) {
+			struct bpf_program *p = bpf_object__find_program_by_name(f->obj, *name);
+			if (p)
+				bpf_program__set_autoload(p, false);
+		}
 	int err = bpf_object__load(f->obj);
 	if (err) {
 		say_errno(why, n, "loading the fault programs", err < 0 ? -err : err);

@@ -61,6 +61,7 @@ struct kheap {
 	int started;             /* waits through kwait (kernel/kwait.h) */
 	size_t marked_threads;   /* the thread count the stop mark was set for */
 	int stop_signal;         /* what the programs send past the stop mark (kheap_start) */
+	int ended;               /* read no more (kheap_end): under launch the links wait for kernel_close_later */
 };
 
 /* The one tracer of this process, for the probe callback hooks.c calls with a process. */
@@ -584,14 +585,31 @@ void kheap_end(struct tracer *T)
 	struct kheap *k = T->kh;
 	if (!kheap_on(T))
 		return;
+	if (!k->ended) {
+		kheap_drain(T);
+		kheap_refresh_stats(T);
+		if (T->kh->stats.lost)
+			warning("%llu heap event records did not fit in the ring buffer: the heap figures are not exact "
+				"(a larger PTFIL_RING_KIB keeps them)", (unsigned long long)T->kh->stats.lost);
+		if (k->started)
+			kwait_end();
+		k->started = 0;
+		k->ended = 1;
+		/*
+		 * Launched, every traced process is gone: removing the uprobes waits
+		 * for the kernel (about 0.2 s for a program's libc and loader here),
+		 * which the child that session.c leaves behind does after ptfil has
+		 * exited (kernel_close_later). Until then no program signals anyone:
+		 * a process that reused a traced pid is never stopped.
+		 */
+		if (!T->attach) {
+			if (kprobes_config(&k->kp, 0, UINT64_MAX, 0))
+				warning_errno("cannot disarm the heap probes' stop signal");
+			else
+				return;
+		}
+	}
 	release_all(T);
-	kheap_refresh_stats(T);
-	if (T->kh->stats.lost)
-		warning("%llu heap event records did not fit in the ring buffer: the heap figures are not exact "
-			"(a larger PTFIL_RING_KIB keeps them)", (unsigned long long)T->kh->stats.lost);
-	if (k->started)
-		kwait_end();
-	k->started = 0;
 	kprobes_close(&k->kp);
 	k->open = 0;
 	tracer_of_probes = NULL;
