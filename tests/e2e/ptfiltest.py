@@ -62,11 +62,15 @@ def workdir():
     return d
 
 
-def launch(argv, ptfil_args=("-i", "0"), stdin_data=None, timeout=TIMEOUT, env=None):
-    """Runs ptfil launch on argv; returns a Run. Raises on timeout (after killing everything)."""
+def launch(argv, ptfil_args=("-i", "0"), stdin_data=None, timeout=TIMEOUT, env=None, fixed_addresses=False):
+    """Runs ptfil launch on argv; returns a Run. Raises on timeout (after killing everything).
+    fixed_addresses: ptfil and the program run without address space randomization (setarch -R),
+    so that a program whose allocations depend on its addresses (hashes of ids) allocates alike."""
     d = workdir()
     snap = os.path.join(d, "snap.gz")
     cmd = [PTFIL, "launch", "-q", "-o", snap, *ptfil_args, "--", *argv]
+    if fixed_addresses:
+        cmd = ["setarch", os.uname().machine, "-R", *cmd]
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             start_new_session=True, env=env)
     try:
@@ -684,7 +688,9 @@ def heap_events_probe(timeout=60):
         snap = os.path.join(d, "probe.gz")
         env = {k: v for k, v in os.environ.items() if k != HEAP_EVENTS_ENV}
         try:
-            rc, _, err = run_ptfil(["launch", "-q", "-i", "0", "--heap-events=uprobe", "-o", snap, "--", "/bin/true"],
+            # The alloc view: the touch view alone takes no heap events at all.
+            rc, _, err = run_ptfil(["launch", "-q", "-i", "0", "--charge=alloc", "--heap-events=uprobe", "-o", snap, "--",
+                                    "/bin/true"],
                                    env=env, timeout=timeout)
         except AssertionError as e:
             return "broken", str(e)
