@@ -262,9 +262,15 @@ static void run_event(struct tracer *T, struct stop *s)
 {
 	T->spin_next = 0;
 	struct tracee *t = s->t;
-	/* The kernel paths: every heap event and fault the program made before this stop is applied first. */
+	/*
+	 * The kernel paths: every heap event and fault the program made before
+	 * this stop is applied first, except at a mapping call's stops, where
+	 * the faults are applied only if the call needs them in order
+	 * (sysc_entry, sysc_exit): the program waits at the stop meanwhile.
+	 */
 	kheap_drain(T);
-	faults_drain(T);
+	if (s->ev != EVENT_SECCOMP && s->ev != EVENT_SYSCALL_EXIT)
+		faults_drain(T);
 	if (t && s->ev != EVENT_GONE)
 		kheap_leave_pending(T, t);
 	if (s->ev == EVENT_GONE) {

@@ -118,6 +118,8 @@ struct tracer {
 	 * stack pointer) by the stop that saw it (kernel/kheap.h); NULL for none.
 	 */
 	void (*on_sigaltstack)(struct tracer *T, struct tracee *t, uint64_t ss, uint64_t sp);
+	/* The fault path's drain (kernel/faults.c), for the mapping calls' stops that need the faults before them applied (ptrace/mapcalls.c). */
+	void (*apply_faults)(struct tracer *T);
 	/* Each module's state of the run, owned by the session (session.c makes and frees them). */
 	struct stacks *stacks;       /* stacks/stacks.h: the stack trie */
 	struct modreg *reg;          /* stacks/modules.h: every object file seen */

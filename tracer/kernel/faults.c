@@ -378,6 +378,7 @@ int faults_start(struct tracer *T)
 	if (kwait_start(T))
 		return -1;
 	f->started = 1;
+	T->apply_faults = faults_drain;
 	f->stop_signal = kwait_stop_signal();
 	if (kwait_add(ring_buffer__epoll_fd(f->rb)))
 		return -1;
@@ -827,6 +828,7 @@ void faults_end(struct tracer *T)
 	if (f->started)
 		kwait_end();
 	f->started = 0;
+	T->apply_faults = NULL;
 	/* The ring is read no more; the programs and links go with faults_free (kernel_close_later). */
 	faults_untrack_all(T);
 	f->open = 0;

@@ -67,6 +67,8 @@ static int get_regs(struct tracee *t, struct user_regs_struct *regs)
 	return -1;
 }
 
+static int faults_in_order(const struct proc *p, long nr, const uint64_t a[6]);
+
 int sysc_entry(struct tracer *T, struct tracee *t)
 {
 	struct proc *p = t->p;
@@ -84,6 +86,8 @@ int sysc_entry(struct tracer *T, struct tracee *t)
 		return PTRACE_CONT;
 	}
 	t->sc->stack = STACKS_FAILED;
+	if (T->apply_faults && faults_in_order(p, (long)regs.orig_rax, a))
+		T->apply_faults(T);
 	return sysc_begin(T, t, (long)regs.orig_rax, a, &regs) ? PTRACE_SYSCALL : PTRACE_CONT;
 }
 
@@ -182,6 +186,20 @@ static int touch_release_call(long nr, const uint64_t a[6])
 	default:
 		return 0;
 	}
+}
+
+/*
+ * Whether the touch view must apply every fault made before this stop of
+ * call nr(a) first: a release (its pages must be the ledger's to go, the peak
+ * before it settled), an exec (the image's last moment), and any call under
+ * --charge both, whose alloc view is copied at the touch view's peak. A new
+ * mapping needs no order: its pages fault after it returns. Measured on 2 M
+ * small Python dicts (1,187 mapping stops): 2.39 s against 1.90-2.19 s with
+ * the faults applied at the stops of releases alone (0.9-1.0 s bare).
+ */
+static int faults_in_order(const struct proc *p, long nr, const uint64_t a[6])
+{
+	return p->touch && (p->touch->both || touch_release_call(nr, a) || nr == SYS_execve || nr == SYS_execveat);
 }
 
 /*
@@ -300,6 +318,8 @@ static int begin_call(struct tracer *T, struct tracee *t, long nr, const uint64_
 void sysc_exit(struct tracer *T, struct tracee *t)
 {
 	struct user_regs_struct regs;
+	if (T->apply_faults && faults_in_order(t->p, t->sc->nr, t->sc->args))
+		T->apply_faults(T);
 	if (!t->p->ready || get_regs(t, &regs))
 		return;
 	sysc_end(T, t, regs.rax, &regs);
