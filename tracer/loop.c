@@ -543,7 +543,7 @@ static int loop_wait(struct tracer *T, struct stop *s)
 			if (kwait_wait(10) < 0)
 				return -1;
 			kheap_drain(T);
-			faults_drain(T);
+			faults_drain_between(T);
 		}
 	}
 	if (T->spin_next && T->spin > 0) {

@@ -50,6 +50,8 @@ extern const size_t faults_bpf_obj_len;
  * 64 MiB cost every run about 40 ms more.
  */
 #define FAULTS_DEFAULT_RING (16u << 20)
+/* Records applied between two looks for a waiting stop: a look is a system call, a record a few microseconds. */
+#define YIELD_EVERY 8
 /* How often at most a process's pages are compared with the ledger for a rise no fault explained. */
 #define GROW_SCAN_SECONDS 0.005
 /* ... and for pages that went with no stop of ptfil's (a heap's brk shrink under launch). */
@@ -68,6 +70,9 @@ struct faults {
 	size_t ring_size;
 	size_t marked_threads;
 	int stop_signal;
+	/* A drain between stops (faults_drain_between) ends early for a stop waiting, checked every YIELD_EVERY records. */
+	int yielding, yielded;
+	unsigned yield_count;
 #endif
 	int pyprocs_fd, pycodes_fd;   /* the Python reader's processes and code objects named (pyread.bpf.h), -1 when none */
 	/* Pseudo frames of memory made resident from outside, made when first needed. */
@@ -642,17 +647,40 @@ void faults_charge_resident(struct tracer *T, struct proc *p, uint32_t stack)
 		scan_grown(T, p, stack, tracer_now(T));
 }
 
+static void apply_record(struct tracer *T, const struct kf_rec *r, size_t len);
+
+/* True when a ptrace stop waits to be reported (it stays reported: WNOWAIT). */
+static int stop_waiting(void)
+{
+	siginfo_t si;
+	si.si_pid = 0;
+	return waitid(P_ALL, 0, &si, WEXITED | WSTOPPED | WNOHANG | WNOWAIT | __WALL) == 0 && si.si_pid != 0;
+}
+
 static int on_ring(void *ctx, void *data, size_t len)
 {
 	struct tracer *T = ctx;
 	struct faults *f = T->kf;
 	const struct kf_rec *r = data;
 	if (len >= sizeof(uint32_t) && r->kind == KPY_REC) {
+		/* Its event's record follows: the two are applied together. */
 		pyread_keep(T, data, len, f->pycodes_fd);
 		return 0;
 	}
 	if (len < sizeof(*r))
 		return 0;
+	apply_record(T, r, len);
+	/* Between stops, a stop that comes is seen to before the rest of the batch (faults_drain_between). */
+	if (f->yielding && ++f->yield_count % YIELD_EVERY == 0 && stop_waiting()) {
+		f->yielded = 1;
+		return -EINTR;
+	}
+	return 0;
+}
+
+static void apply_record(struct tracer *T, const struct kf_rec *r, size_t len)
+{
+	struct faults *f = T->kf;
 	f->stats.records++;
 	struct proc *p = tracer_proc(T, (pid_t)r->owner);
 	/* A move is counted as seen even where it is not applied, so that the comparison with the pages is not held up. */
@@ -660,7 +688,7 @@ static int on_ring(void *ctx, void *data, size_t len)
 		p->touch->moves_applied = r->regs[KF_MOVE_SEQ];
 	if (!p || !p->touch || !p->profiled || !p->ready) {
 		f->stats.unknown++;
-		return 0;
+		return;
 	}
 	double time = (double)r->time / 1e9 - T->t0;
 	struct touch *tv = p->touch;
@@ -712,7 +740,6 @@ static int on_ring(void *ctx, void *data, size_t len)
 	default:
 		break;
 	}
-	return 0;
 }
 
 static void refresh_counters(struct tracer *T)
@@ -740,15 +767,29 @@ static void refresh_counters(struct tracer *T)
 	f->stats.python_stops = sum[KF_C_PYSTOPS];
 }
 
+void faults_drain_between(struct tracer *T)
+{
+	struct faults *f = T->kf;
+	if (!faults_on(T))
+		return;
+	f->yielding = 1;
+	faults_drain(T);
+	f->yielding = 0;
+}
+
 void faults_drain(struct tracer *T)
 {
 	struct faults *f = T->kf;
 	if (!faults_on(T))
 		return;
 	set_marks(T);
+	f->yielded = 0;
 	/* Records written while the last ones were applied are read too, up to a bound (the caller comes back). */
-	for (int round = 0; round < 4 && ring_buffer__consume(f->rb) > 0; round++) {
+	for (int round = 0; round < 4 && !f->yielded && ring_buffer__consume(f->rb) > 0; round++) {
 	}
+	/* Cut short: the scans compare the pages with a ledger that has records still to apply; the next drain runs them. */
+	if (f->yielded)
+		return;
 	double now = tracer_now(T);
 	for (struct proc *p = T->procs; p; p = p->next) {
 		struct touch *tv = p->touch;
@@ -842,6 +883,7 @@ void faults_poll(struct tracer *T, struct proc *p) { (void)T; (void)p; }
 int faults_track(struct tracer *T, struct proc *p) { (void)T; (void)p; return 0; }
 void faults_untrack(struct tracer *T, struct proc *p) { (void)T; (void)p; }
 void faults_drain(struct tracer *T) { (void)T; }
+void faults_drain_between(struct tracer *T) { (void)T; }
 int faults_owns_stop(struct tracer *T, struct tracee *t, int status) { (void)T; (void)t; (void)status; return 0; }
 int faults_leave(struct tracer *T) { (void)T; return 0; }
 void faults_end(struct tracer *T) { (void)T; }

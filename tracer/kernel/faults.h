@@ -71,6 +71,12 @@ void faults_untrack(struct tracer *T, struct proc *p);
 void faults_poll(struct tracer *T, struct proc *p);
 /* Applies every record written so far, in the order written, and the residency scans they asked for. */
 void faults_drain(struct tracer *T);
+/*
+ * The same between stops, where order does not oblige: it ends early when a
+ * ptrace stop is waiting (the thread waits for ptfil), and the next drain
+ * goes on from there.
+ */
+void faults_drain_between(struct tracer *T);
 /* Whether thread t's stop (status) is the fault programs' back-pressure: suppressed once drained. */
 int faults_owns_stop(struct tracer *T, struct tracee *t, int status);
 /*
