@@ -204,51 +204,84 @@ int debugfile_fetch(const char *build_id, const char **why)
 	return -1;
 }
 
-/* Whether the dpkg file list at path has a line equal to one of want[0..n). */
-static int list_has(const char *path, const char *const *want, size_t n)
+/* A name a file may be listed under (debugfile_packages), and which file it stands for. */
+struct listed {
+	char *name;
+	size_t file;
+};
+
+static int by_name(const void *a, const void *b)
 {
-	FILE *fp = fopen(path, "re");
-	if (!fp)
-		return 0;
-	char line[PATH_MAX + 2];
-	int found = 0;
-	while (!found && fgets(line, sizeof(line), fp)) {
-		line[strcspn(line, "\n")] = '\0';
-		for (size_t i = 0; i < n && !found; i++)
-			found = strcmp(line, want[i]) == 0;
-	}
-	fclose(fp);
-	return found;
+	return strcmp(((const struct listed *)a)->name, ((const struct listed *)b)->name);
 }
 
-char *debugfile_package(const char *path)
+/* The names Debian may list the file at path under: as given, /lib or /usr/lib (merged /usr), a link's target. */
+static size_t listed_names(const char *path, size_t file, struct listed *out)
 {
-	if (!path || *path != '/')
-		return NULL;
-	/* Debian lists a file under the name its package shipped it as: /lib or /usr/lib (merged /usr), or a link's target. */
-	char alt[PATH_MAX + 8], *real = realpath(path, NULL);
-	const char *want[3] = { path, alt, real };
-	size_t n = 2;
+	size_t n = 0;
+	char alt[PATH_MAX + 8];
 	if (strncmp(path, "/usr/", 5) == 0)
 		snprintf(alt, sizeof(alt), "%s", path + 4);
 	else
 		snprintf(alt, sizeof(alt), "/usr%s", path);
-	if (real && strcmp(real, path) != 0)
-		n = 3;
-	DIR *d = opendir("/var/lib/dpkg/info");
-	char *pkg = NULL;
+	char *real = realpath(path, NULL);
+	const char *v[3] = { path, alt, real && strcmp(real, path) != 0 ? real : NULL };
+	for (size_t i = 0; i < 3; i++)
+		if (v[i] && (out[n].name = strdup(v[i])) != NULL)
+			out[n++].file = file;
+	free(real);
+	return n;
+}
+
+void debugfile_packages(const char *const *path, size_t n, char **pkg)
+{
+	for (size_t i = 0; i < n; i++)
+		pkg[i] = NULL;
+	struct listed *w = n ? calloc(3 * n, sizeof(*w)) : NULL;
+	if (!w)
+		return;
+	size_t nw = 0, left = 0;
+	for (size_t i = 0; i < n; i++)
+		if (path[i] && *path[i] == '/') {
+			nw += listed_names(path[i], i, w + nw);
+			left++;
+		}
+	qsort(w, nw, sizeof(*w), by_name);
+	/* One pass over every package's list, each line looked up among all the names wanted. */
+	DIR *d = nw ? opendir("/var/lib/dpkg/info") : NULL;
 	struct dirent *de;
-	while (d && !pkg && (de = readdir(d)) != NULL) {
+	char line[PATH_MAX + 2];
+	while (d && left && (de = readdir(d)) != NULL) {
 		size_t len = strlen(de->d_name);
 		if (len < 6 || strcmp(de->d_name + len - 5, ".list") != 0)
 			continue;
 		char lp[PATH_MAX];
 		snprintf(lp, sizeof(lp), "/var/lib/dpkg/info/%s", de->d_name);
-		if (list_has(lp, want, n))
-			pkg = strndup(de->d_name, strcspn(de->d_name, ":") < len - 5 ? strcspn(de->d_name, ":") : len - 5);
+		FILE *fp = fopen(lp, "re");
+		if (!fp)
+			continue;
+		while (left && fgets(line, sizeof(line), fp)) {
+			line[strcspn(line, "\n")] = '\0';
+			struct listed key = { line, 0 }, *hit = bsearch(&key, w, nw, sizeof(*w), by_name);
+			if (!hit || pkg[hit->file])
+				continue;
+			/* "libc6:amd64.list": the package is the name before the architecture. */
+			size_t colon = strcspn(de->d_name, ":");
+			if ((pkg[hit->file] = strndup(de->d_name, colon < len - 5 ? colon : len - 5)) != NULL)
+				left--;
+		}
+		fclose(fp);
 	}
 	if (d)
 		closedir(d);
-	free(real);
+	for (size_t i = 0; i < nw; i++)
+		free(w[i].name);
+	free(w);
+}
+
+char *debugfile_package(const char *path)
+{
+	char *pkg;
+	debugfile_packages(&path, 1, &pkg);
 	return pkg;
 }

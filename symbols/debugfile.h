@@ -58,6 +58,8 @@ void debugfile_fin(void);
  * few modules a report asks about, not per frame.
  */
 char *debugfile_package(const char *path);
+/* The same for path[0..n) in one reading of the lists: pkg[i] (the caller frees each) or NULL. */
+void debugfile_packages(const char *const *path, size_t n, char **pkg);
 
 /* Whether DEBUGINFOD_URLS names at least one server. */
 int debugfile_have_servers(void);
