@@ -11,6 +11,7 @@
 #include "tests/unit/suites.h"
 #include "tests/unit/testutil.h"
 #include "common/error.h"
+#include "symbols/debugfile.h"
 #include "symbols/maps.h"
 #include "symbols/srcline.h"
 #include "symbols/sym.h"
@@ -428,6 +429,33 @@ START_TEST(test_libc_debug_file)
 }
 END_TEST
 
+/*
+ * The Debian packages of several files from one reading of dpkg's lists: libc and zlib (ptfil links
+ * both), under the names dpkg lists them by, a file of no package and a relative path (none).
+ */
+START_TEST(test_packages)
+{
+	if (access("/var/lib/dpkg/info/libc6:amd64.list", R_OK) || access("/var/lib/dpkg/info/zlib1g:amd64.list", R_OK))
+		return; /* not Debian on x86-64 */
+	const char *paths[] = { LIBC, "/nonexistent/libnothing.so", "/usr/lib/x86_64-linux-gnu/libz.so.1", "libc.so.6" };
+	char *pkg[4];
+	debugfile_packages(paths, 4, pkg);
+	ck_assert_ptr_nonnull(pkg[0]);
+	ck_assert_str_eq(pkg[0], "libc6");
+	ck_assert_ptr_null(pkg[1]);
+	/* Listed as /lib/...: found through the merged /usr's other name. */
+	ck_assert_ptr_nonnull(pkg[2]);
+	ck_assert_str_eq(pkg[2], "zlib1g");
+	ck_assert_ptr_null(pkg[3]);
+	char *one = debugfile_package(LIBC);
+	ck_assert_ptr_nonnull(one);
+	ck_assert_str_eq(one, "libc6");
+	free(one);
+	for (int i = 0; i < 4; i++)
+		free(pkg[i]);
+}
+END_TEST
+
 static void open_expect_null(void *arg)
 {
 	ck_assert_ptr_null(sym_open(arg));
@@ -751,6 +779,7 @@ Suite *sym_suite(void)
 	tcase_add_test(tc, test_libc_malloc);
 	tcase_add_test(tc, test_libc_debug_file);
 	tcase_add_test(tc, test_bad_files);
+	tcase_add_test(tc, test_packages);
 	suite_add_tcase(s, tc);
 	return s;
 }
