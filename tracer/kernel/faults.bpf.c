@@ -74,8 +74,14 @@ struct {
 /* Per thread: the write fault in flight on a missing page, waiting for the count to say what it brought. */
 struct inflight {
 	__u64 addr;
-	__u64 err;
+	__u64 err;   /* KF_KERNEL, and INFLIGHT_COW */
 };
+/*
+ * A copy-on-write fault, written at once: the one-page rise of the count it
+ * makes (a file's page or the zero page becoming anonymous) is its own, not
+ * a rise for a scan to explain (a scan per relocated page of every library).
+ */
+#define INFLIGHT_COW (1ull << 63)
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 16384);
@@ -281,11 +287,14 @@ static __always_inline int fault(__u64 address, unsigned long error_code, __u64 
 	if (error_code & X86_PF_PROT) {
 		/* A present page written: copy-on-write, or the zero page replaced. The count may not move (a copy). */
 		emit(KF_COW, tgid, address & ~4095ull, 4096, KF_SELF | mode, 0, 1);
+		struct inflight c = { .addr = address & ~4095ull, .err = mode | INFLIGHT_COW };
+		bpf_map_update_elem(&pending, &tid, &c, BPF_ANY);
 		return 0;
 	}
 	/* A missing page: the count's next move in this thread says what the fault brought in. */
 	struct inflight f = { .addr = address & ~4095ull, .err = mode };
-	if (bpf_map_lookup_elem(&pending, &tid))
+	struct inflight *old = bpf_map_lookup_elem(&pending, &tid);
+	if (old && !(old->err & INFLIGHT_COW))
 		count(KF_C_STALE);
 	bpf_map_update_elem(&pending, &tid, &f, BPF_ANY);
 	return 0;
@@ -344,7 +353,8 @@ int kf_rss(struct rss_stat_args *ctx)
 			bpf_map_update_elem(&rss_last, &mm_id, &n, BPF_ANY);
 			struct inflight *f = bpf_map_lookup_elem(&pending, &tid);
 			if (f) {
-				emit(KF_FAULT, owner, f->addr, 4096, KF_SELF | f->err, (__u64)now, 1);
+				if (!(f->err & INFLIGHT_COW))
+					emit(KF_FAULT, owner, f->addr, 4096, KF_SELF | f->err, (__u64)now, 1);
 				bpf_map_delete_elem(&pending, &tid);
 			}
 			return 0;
@@ -366,6 +376,12 @@ int kf_rss(struct rss_stat_args *ctx)
 		 * page resident all the same.
 		 */
 		struct inflight *f = bpf_map_lookup_elem(&pending, &tid);
+		if (f && (f->err & INFLIGHT_COW)) {
+			bpf_map_delete_elem(&pending, &tid);
+			if (delta == 4096)
+				return 0;
+			f = NULL;
+		}
 		if (f) {
 			__s64 size = delta >= (__s64)HUGE ? (__s64)HUGE : 4096;
 			__u64 addr = size == (__s64)HUGE ? f->addr & ~(HUGE - 1) : f->addr;
