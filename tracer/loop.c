@@ -139,7 +139,8 @@ static int next_event(struct tracer *T, struct stop *s, int options)
 			ptrace(PTRACE_CONT, tid, 0, (void *)(long)event_pending_signal(s->ev, s->status));
 			return 0;
 		}
-		s->t->origin_unknown = tid != s->t->p->pid && s->t->p->profiled && s->t->p->ready;
+		/* Its first stop (PTRACE_EVENT_STOP of an auto-attached thread) is where it may wait (hold_for_origin). */
+		s->t->origin_unknown = s->ev == EVENT_INTERRUPT && tid != s->t->p->pid && s->t->p->profiled && s->t->p->ready;
 	}
 	if (s->t && s->ev != EVENT_GONE)
 		classify(T, s);
