@@ -8,6 +8,7 @@ it apart, never as a pass; a file whose tests all skipped exits 77, automake's S
 (tools/install-deps.sh, .ci/run) is not a reason to skip there: `raise missing("why")` is a skip on a
 developer's machine and a failure under CI=true.
 """
+import ctypes
 import glob
 import json
 import os
@@ -30,6 +31,35 @@ TIMEOUT = 120
 
 def target(name):
     return os.path.join(TARGETS, name)
+
+
+# The sizes the tests expect are counted in 4 KiB pages. With transparent huge pages "always", one
+# write into a large enough anonymous region (a thread's stack, calloc's untouched gigabyte, two
+# workers' merged blocks, the last page of a bytearray where CPython writes its NUL) makes 2 MiB
+# resident, and a target reaches more than it was built for, or charges it to a neighbour. So this
+# test process and everything it starts (ptfil, the targets: prctl's setting is inherited across fork
+# and exec) run as under "madvise", whatever the machine's setting: huge pages only where a program
+# asks for them (touch.c's huge_pages). Linux 6.18's PR_THP_DISABLE_EXCEPT_ADVISED; an older kernel
+# refuses it and the machine's setting stands. launch(machine_thp=True) runs under the machine's own.
+_PR_SET_THP_DISABLE = 41
+_PR_THP_DISABLE_EXCEPT_ADVISED = 1 << 1
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.prctl(_PR_SET_THP_DISABLE, ctypes.c_ulong(1), ctypes.c_ulong(_PR_THP_DISABLE_EXCEPT_ADVISED),
+            ctypes.c_ulong(0), ctypes.c_ulong(0))
+
+
+def _machine_thp():
+    """preexec_fn: the child runs under the machine's huge-page setting again."""
+    _libc.prctl(_PR_SET_THP_DISABLE, ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0))
+
+
+def thp_setting():
+    """The machine's transparent huge page setting: "always", "madvise", "never" (or None)."""
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
+            return next((w[1:-1] for w in f.read().split() if w.startswith("[")), None)
+    except OSError:
+        return None
 
 
 class Run:
@@ -62,17 +92,19 @@ def workdir():
     return d
 
 
-def launch(argv, ptfil_args=("-i", "0"), stdin_data=None, timeout=TIMEOUT, env=None, fixed_addresses=False):
+def launch(argv, ptfil_args=("-i", "0"), stdin_data=None, timeout=TIMEOUT, env=None, fixed_addresses=False,
+           machine_thp=False):
     """Runs ptfil launch on argv; returns a Run. Raises on timeout (after killing everything).
     fixed_addresses: ptfil and the program run without address space randomization (setarch -R),
-    so that a program whose allocations depend on its addresses (hashes of ids) allocates alike."""
+    so that a program whose allocations depend on its addresses (hashes of ids) allocates alike.
+    machine_thp: under the machine's transparent huge page setting, not as under "madvise"."""
     d = workdir()
     snap = os.path.join(d, "snap.gz")
     cmd = [PTFIL, "launch", "-q", "-o", snap, *ptfil_args, "--", *argv]
     if fixed_addresses:
         cmd = ["setarch", os.uname().machine, "-R", *cmd]
     proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            start_new_session=True, env=env)
+                            start_new_session=True, env=env, preexec_fn=_machine_thp if machine_thp else None)
     try:
         out, err = proc.communicate(stdin_data, timeout=timeout)
     except subprocess.TimeoutExpired:

@@ -214,7 +214,12 @@ def check_stop_budget(options):
         # The kernel path: 3 records per pair (malloc entry and return, free) and no ptrace stop at all.
         assert kernel_path(c2), msg
         assert d["kernel.records"] == 3 * dn, msg
-        assert d["stops.total"] == 0, "ptrace stops depend on N on the kernel path: " + msg
+        # A back-pressure stop is no per-pair cost: the ring filled while ptfil was off its CPU (a loaded
+        # machine), and the thread waited for the drain. Each takes a ring's worth of records: a malloc's
+        # entry record carries up to 8 KiB of stack, so 22,000 of them fill the 64 MiB ring at most 3 times.
+        fills = (n2 + 1) * (8192 + 256) // (60 << 20) + 1
+        assert c2["stops.backpressure"] <= fills and c1["stops.backpressure"] <= fills, msg
+        assert d["stops.total"] - d["stops.backpressure"] == 0, "ptrace stops depend on N on the kernel path: " + msg
     elif options:
         assert "heap.usable_size_blocks" in c1 and c1["heap.usable_size_blocks"] == 0, msg
         assert d["stops.bp_entry"] + d["stops.bp_return"] == 3 * dn, msg

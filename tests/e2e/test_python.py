@@ -27,9 +27,9 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ptfiltest import MiB, SRCDIR, Attached, anon_watch, bare, check_anon_peak, check_near, check_view, cpython, \
+from ptfiltest import MiB, SRCDIR, Attached, Skip, anon_watch, bare, check_anon_peak, check_near, check_view, cpython, \
     functions, heap_counters_zero, launch, main, missing, no_meaning_under_touch, stacks_through, touch_pseudo, \
-    touch_view, view_output, workdir
+    thp_setting, touch_view, view_output, workdir
 
 PYTHON = "/usr/bin/python3"  # Debian 12's CPython 3.11 (PATH's python3 may be another one)
 PYDIR = os.path.abspath(os.path.join(SRCDIR, "tests", "targets", "py"))
@@ -379,6 +379,26 @@ def test_report_text():
         assert any(l.startswith("      run_threads (%s:" % SITES) for l in b[mark:]), b
 
 
+def test_sites_machine_thp():
+    """sites.py under the machine's transparent huge pages, when that is "always" (every other test runs
+    its targets as under "madvise", ptfiltest.py says why): a huge page is charged as what it is, so
+    each site's bytearray is charged within a huge page at each of its ends (where CPython writes the
+    NUL first, or a neighbour sharing the merged mapping did), and under touch the peak is still the
+    interpreter's own anonymous residency at its peak, as the kernel counted it."""
+    if thp_setting() != "always":
+        raise Skip("transparent huge pages are %r here, not always: the other tests cover this" % thp_setting())
+    with anon_watch() as watch:
+        r = launch([PYTHON, SITES], ptfil_args=("-i", "0"), machine_thp=True)
+    assert r.returncode == SITES_STATUS, (r.returncode, r.stderr.decode(errors="replace"))
+    doc = r.json
+    check_view(doc)
+    for site, mib in sorted(SIZES.items()):
+        check_near("%s (%s line %d), huge pages on" % (site, site_function(site, 11), SITE_LINE[site]),
+                   sum(s["charged_bytes"] for s in site_stacks(doc, site, 11)), mib * MiB, rel=0, slack=4 * MiB)
+    if touch_view():
+        check_anon_peak(doc, watch)
+
+
 def test_sites_native():
     if touch_view():
         check_touch_sites(run_sites(ptfil_args=("--native",)))
@@ -697,5 +717,5 @@ def test_attach():
 
 
 if __name__ == "__main__":
-    main([test_sites_default, test_report_text, test_sites_native, test_no_python_env, test_output_and_status_unchanged,
+    main([test_sites_default, test_report_text, test_sites_machine_thp, test_sites_native, test_no_python_env, test_output_and_status_unchanged,
           test_counters, test_unknown_version, test_python312, test_python313, test_python313_debug_offsets, test_numpy_demo, test_attach, test_deep_stack_cut_marked])

@@ -11,8 +11,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ptfiltest import MiB, Attached, bare, charged_through, check_near, exec_mappings, launch, main, \
-    mapping_differences, missing, reserved_through, stacks_through, target, wait_until
+from ptfiltest import MiB, Attached, Skip, bare, charged_through, check_near, exec_mappings, launch, main, \
+    mapping_differences, missing, reserved_through, stacks_through, target, thp_setting, wait_until
 
 TOUCH = [target("touch")]
 LOOP = target("attach_loop")
@@ -28,14 +28,6 @@ def touch_run(argv, *options):
         missing("the fault path cannot run here: " + err.strip())
     assert r.returncode == 0, (r.returncode, err)
     return r
-
-
-def thp_enabled():
-    try:
-        with open("/sys/kernel/mm/transparent_hugepage/enabled") as f:
-            return "[never]" not in f.read()
-    except OSError:
-        return False
 
 
 def rss_anon(stdout):
@@ -59,7 +51,7 @@ def test_touch_charges_the_code_that_made_memory_resident():
     check_near("populate", charged_through(doc, "populate"), 4 * MiB, rel=0.01)
     # Read only: the shared zero page, no memory.
     assert charged_through(doc, "only_read") == 0, charged_through(doc, "only_read")
-    if thp_enabled():
+    if thp_setting() not in (None, "never"):
         # Four huge pages, charged as what they are.
         check_near("huge_pages", charged_through(doc, "huge_pages"), 8 * MiB, rel=0.01)
     for s in stacks_through(doc, "write_map"):
@@ -177,6 +169,19 @@ def test_attach_touch_charges_the_workers():
     assert charged_through(doc, "[before attach]") > 0
 
 
+def test_attach_first_fault_is_a_huge_page():
+    """The first fault ptfil sees after an attach is one of four huge pages (MADV_HUGEPAGE, one byte
+    written per 2 MiB): it is charged 2 MiB like the three after it, not the one 4 KiB page a first
+    fault of an address space would otherwise be taken for, and the total stays the target's RssAnon."""
+    if thp_setting() in (None, "never"):
+        raise Skip("transparent huge pages are off here (never): MADV_HUGEPAGE makes no huge page")
+    out, doc = attach_holding([TOUCH[0], "attach"], 0.3)
+    check_near("huge_pages", charged_through(doc, "huge_pages"), 8 * MiB, rel=0.01)
+    c = doc["counters"]
+    assert c.get("touch.first_fault_extra_bytes", 0) > 0, c
+    check_near("the peak against the target's own RssAnon", doc["peak"]["charged_bytes"], rss_anon(out), rel=0.01)
+
+
 def check_remap(doc, out):
     """remap_wait's pages at its peak, after the move and a release: write_first's 8 MiB where mremap
     took them, write_rest's 24, write_more's 2."""
@@ -216,5 +221,6 @@ if __name__ == "__main__":
     main([test_touch_charges_the_code_that_made_memory_resident, test_small_ring_loses_nothing,
           test_alloc_charges_the_code_that_reserved_it,
           test_both_views_link_the_writer_to_the_reserver, test_attach_touch_writes_nothing_and_survives_kill_9,
-          test_attach_touch_charges_the_workers, test_moved_mapping_keeps_its_pages,
+          test_attach_touch_charges_the_workers, test_attach_first_fault_is_a_huge_page,
+          test_moved_mapping_keeps_its_pages,
           test_attach_moved_mapping_keeps_its_pages])

@@ -16,6 +16,11 @@
  * At the end it prints its own RssAnon (from /proc/self/status), the figure
  * the touch view's peak must match, then exits without freeing anything (the
  * peak is at the exit).
+ *
+ * `touch attach` is for ptfil attach: it prints "ready", waits for the line
+ * "go", runs huge_pages (its first write is the first page fault after the
+ * attach, a huge page), prints "holding" and its RssAnon, and exits 0 on the
+ * line "release".
  */
 #include <fcntl.h>
 #include <stdio.h>
@@ -118,8 +123,29 @@ static long rss_anon_kib(void)
 	return kib;
 }
 
-int main(void)
+static void expect(const char *word)
 {
+	char line[64];
+	while (fgets(line, sizeof(line), stdin)) {
+		line[strcspn(line, "\n")] = '\0';
+		if (!strcmp(line, word))
+			return;
+	}
+	exit(3);
+}
+
+int main(int argc, char **argv)
+{
+	if (argc > 1 && !strcmp(argv[1], "attach")) {
+		printf("ready\n");
+		fflush(stdout);
+		expect("go");
+		huge_pages();
+		printf("holding\nrss_anon_kib %ld\n", rss_anon_kib());
+		fflush(stdout);
+		expect("release");
+		return 0;
+	}
 	unsigned char *m = reserve_map();
 	write_map(m);
 	unsigned char *b = alloc_block();

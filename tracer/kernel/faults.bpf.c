@@ -348,13 +348,17 @@ int kf_rss(struct rss_stat_args *ctx)
 		owner = tgid;
 		flags = KF_SELF;
 		if (!seen || seen->owner != tgid) {
-			/* First sight of this address space in its own process (after exec, or a new process). */
+			/*
+			 * First sight of this address space in its own process (after exec, a
+			 * new process, an attach): no count before it, so no size. The fault
+			 * may have made a huge page resident; ptfil reads which (KF_FIRST).
+			 */
 			struct rss_seen n = { .last = now, .owner = tgid };
 			bpf_map_update_elem(&rss_last, &mm_id, &n, BPF_ANY);
 			struct inflight *f = bpf_map_lookup_elem(&pending, &tid);
 			if (f) {
 				if (!(f->err & INFLIGHT_COW))
-					emit(KF_FAULT, owner, f->addr, 4096, KF_SELF | f->err, (__u64)now, 1);
+					emit(KF_FAULT, owner, f->addr, 4096, KF_SELF | KF_FIRST | f->err, (__u64)now, 1);
 				bpf_map_delete_elem(&pending, &tid);
 			}
 			return 0;

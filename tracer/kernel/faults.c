@@ -647,6 +647,22 @@ void faults_charge_resident(struct tracer *T, struct proc *p, uint32_t stack)
 		scan_grown(T, p, stack, tracer_now(T));
 }
 
+/*
+ * The first fault recorded in an address space (KF_FIRST: after an attach,
+ * the first write to a new page) had no count before it to say its size: a
+ * huge page's 2 MiB would be charged as 4 KiB, the rest never. The pages of
+ * the huge page that can hold addr, resident and charged to no one (the
+ * process was stopped and its pages charged when it was first tracked), are
+ * this fault's.
+ */
+static void first_fault_extent(struct tracer *T, struct proc *p, uint64_t addr, uint32_t stack, double time)
+{
+	struct scan s = { T, p, stack, time, 0 };
+	uint64_t base = addr & ~((2ull << 20) - 1);
+	resid_present(p->resid, base, base + (2ull << 20), add_present, &s);
+	T->kf->stats.first_extent += s.bytes;
+}
+
 static void apply_record(struct tracer *T, const struct kf_rec *r, size_t len);
 
 /* True when a ptrace stop waits to be reported (it stays reported: WNOWAIT). */
@@ -698,9 +714,11 @@ static void apply_record(struct tracer *T, const struct kf_rec *r, size_t len)
 		f->stats.faults += r->kind == KF_FAULT;
 		f->stats.cows += r->kind == KF_COW;
 		uint64_t size = r->size > 0 ? (uint64_t)r->size : 4096;
+		uint32_t stack = record_stack(T, p, r, len);
 		tv->rss_seen = r->rss;
-		alloc_resident(T, p, r->addr, r->addr + size, record_stack(T, p, r, len), time, r->rss + tv->file_rss,
-			       r->kind == KF_FAULT);
+		alloc_resident(T, p, r->addr, r->addr + size, stack, time, r->rss + tv->file_rss, r->kind == KF_FAULT);
+		if (r->flags & KF_FIRST)
+			first_fault_extent(T, p, r->addr, stack, time);
 		break;
 	}
 	case KF_GROW:

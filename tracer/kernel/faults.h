@@ -28,6 +28,7 @@ struct faults_stats {
 	uint64_t unknown;        /* records of processes not traced any more */
 	uint64_t scans;          /* residency scans (grows and shrinks no fault explained) */
 	uint64_t scan_added, scan_released;   /* bytes they charged and released */
+	uint64_t first_extent;   /* bytes past its first page a first fault made resident (faults.c, KF_FIRST) */
 };
 
 /*

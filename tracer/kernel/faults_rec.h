@@ -42,6 +42,8 @@ struct kf_moves {
 #define KF_NOSTACK   0x20  /* the copy failed (a page of it was not resident) */
 #define KF_KERNEL    0x40  /* the fault was in kernel mode (copy_to_user into a fresh buffer) */
 #define KF_PY        0x80  /* the thread's Python frames were written just before (pyread_rec.h) */
+#define KF_FIRST     0x100 /* the address space's first count change seen: what the fault made resident (a page, a
+                              huge page) is not known from the count, and is read from the pages (faults.c) */
 
 /* Register slots, in kheap_rec.h's order (KH_RIP ... KH_R11), so one conversion serves both paths. */
 #define KF_NREGS 17

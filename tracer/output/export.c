@@ -525,6 +525,7 @@ static int build_counters(struct tracer *T, struct proc *p, struct snap *s)
 	     counter(s, &k, "touch.stacks_repeated", fs->same_stacks) || counter(s, &k, "touch.stale_faults", fs->stale) ||
 	     counter(s, &k, "touch.unknown_records", fs->unknown) || counter(s, &k, "touch.scans", fs->scans) ||
 	     counter(s, &k, "touch.scan_added_bytes", fs->scan_added) ||
+	     counter(s, &k, "touch.first_fault_extra_bytes", fs->first_extent) ||
 	     counter(s, &k, "touch.scan_released_bytes", fs->scan_released) ||
 	     counter(s, &k, "touch.pages_touched", p->touch->pages.touched) ||
 	     counter(s, &k, "touch.pages_released", p->touch->pages.released)))
