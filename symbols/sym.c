@@ -5,7 +5,10 @@
 #include <fcntl.h>
 #include <gelf.h>
 #include <libelf.h>
+#include <limits.h>
 #include <lzma.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +50,15 @@ struct sym_file {
 	Dwarf *dw;             /* the DWARF that sym_source reads (own or dbg), once looked for */
 	struct srcline *sl;    /* lookups in it */
 	int dw_state;          /* 0 not looked for, 1 open, -1 none */
+	Elf *dw_elf;           /* the Elf that dw reads when the background open made it (owned), or NULL */
+	/* sym_prepare_lines: the debug file's path and identity, and the job's state (under lines_lock) */
+	char *dbg_path;
+	dev_t dbg_dev;
+	ino_t dbg_ino;
+	int prep;              /* 0 none, 1 queued, 2 being opened, 3 done: prep_elf, prep_dw */
+	Elf *prep_elf;
+	Dwarf *prep_dw;
+	struct sym_file *prep_next;
 	int fetched;           /* debuginfod asked already */
 	Elf *dbg_old;          /* a local debug file replaced by debuginfod's: names may point into it */
 	const unsigned char *image;
@@ -518,6 +530,16 @@ static void find_debug_file(struct sym_file *f, const char *root)
 		return;
 	struct stat st;
 	f->dbg = open_elf_fd(fd, f->name, 1, &st);
+	/* Where sym_prepare_lines opens it again, checked to be this very file. */
+	char link[64], path[PATH_MAX];
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	ssize_t n = f->dbg ? readlink(link, path, sizeof(path) - 1) : -1;
+	if (n > 0) {
+		path[n] = '\0';
+		f->dbg_path = strdup(path);
+		f->dbg_dev = st.st_dev;
+		f->dbg_ino = st.st_ino;
+	}
 	close(fd);
 	if (!f->dbg)
 		f->dbg_how = DEBUGFILE_NONE;
@@ -579,18 +601,142 @@ enum sym_names sym_names(const struct sym_file *f)
 	return f->names;
 }
 
-/* The DWARF: the object's own, else the debug file's; opened on first use. */
+/*
+ * The background open of sym_prepare_lines: one worker thread, started with
+ * the first job, takes the queued files in order. It opens each debug file
+ * again by its path (its own Elf: libelf's objects are not shared between
+ * threads) and lets libdw decompress its sections there; dwarf_of takes the
+ * result, or takes back a job not started yet and does it itself.
+ */
+static pthread_mutex_t lines_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t lines_queued = PTHREAD_COND_INITIALIZER, lines_done = PTHREAD_COND_INITIALIZER;
+static struct sym_file *lines_head, *lines_tail;
+static int lines_worker; /* 0 not started, 1 running, -1 could not start */
+
+static void lines_open(struct sym_file *f)
+{
+	Elf *e = NULL;
+	Dwarf *dw = NULL;
+	int fd = open(f->dbg_path, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	if (fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == f->dbg_dev && st.st_ino == f->dbg_ino &&
+	    (e = open_elf_fd(fd, f->name, 1, &st)) != NULL && has_dwarf(e))
+		dw = dwarf_begin_elf(e, DWARF_C_READ, NULL);
+	if (fd >= 0)
+		close(fd);
+	pthread_mutex_lock(&lines_lock);
+	f->prep_elf = e;
+	f->prep_dw = dw;
+	f->prep = 3;
+	pthread_cond_broadcast(&lines_done);
+	pthread_mutex_unlock(&lines_lock);
+}
+
+static void *lines_main(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		pthread_mutex_lock(&lines_lock);
+		while (!lines_head)
+			pthread_cond_wait(&lines_queued, &lines_lock);
+		struct sym_file *f = lines_head;
+		if (!(lines_head = f->prep_next))
+			lines_tail = NULL;
+		f->prep_next = NULL;
+		f->prep = 2;
+		pthread_mutex_unlock(&lines_lock);
+		lines_open(f);
+	}
+	return NULL;
+}
+
+void sym_prepare_lines(struct sym_file *f)
+{
+	if (!f || f->dw_state != 0 || f->prep || !f->dbg_path || has_dwarf(f->elf) || !has_dwarf(f->dbg))
+		return;
+	pthread_mutex_lock(&lines_lock);
+	if (lines_worker == 0) {
+		pthread_attr_t a;
+		pthread_t t;
+		sigset_t all, old;
+		/* The worker takes no signal: they are the tracer's, handled in its own thread. */
+		sigfillset(&all);
+		pthread_sigmask(SIG_SETMASK, &all, &old);
+		lines_worker = pthread_attr_init(&a) == 0 && pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED) == 0 &&
+			       pthread_create(&t, &a, lines_main, NULL) == 0 ? 1 : -1;
+		pthread_attr_destroy(&a);
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+	}
+	if (lines_worker > 0) {
+		f->prep = 1;
+		if (lines_tail)
+			lines_tail->prep_next = f;
+		else
+			lines_head = f;
+		lines_tail = f;
+		pthread_cond_signal(&lines_queued);
+	}
+	pthread_mutex_unlock(&lines_lock);
+}
+
+/*
+ * Ends f's background open: a job not started is taken off the queue, one
+ * under way is waited for. Returns 1 with its Elf and Dwarf (either may be
+ * NULL) when it had run, else 0.
+ */
+static int lines_collect(struct sym_file *f, Elf **e, Dwarf **dw)
+{
+	if (!f->prep)
+		return 0;
+	pthread_mutex_lock(&lines_lock);
+	int ran = 0;
+	if (f->prep == 1) {
+		struct sym_file **p = &lines_head, *prev = NULL;
+		while (*p && *p != f)
+			prev = *p, p = &(*p)->prep_next;
+		if (*p) {
+			*p = f->prep_next;
+			if (lines_tail == f)
+				lines_tail = prev;
+		}
+		f->prep_next = NULL;
+	} else {
+		while (f->prep == 2)
+			pthread_cond_wait(&lines_done, &lines_lock);
+		*e = f->prep_elf;
+		*dw = f->prep_dw;
+		f->prep_elf = NULL;
+		f->prep_dw = NULL;
+		ran = 1;
+	}
+	f->prep = 0;
+	pthread_mutex_unlock(&lines_lock);
+	return ran;
+}
+
+/* The DWARF: the object's own, else the debug file's; opened on first use (or by sym_prepare_lines). */
 static Dwarf *dwarf_of(struct sym_file *f)
 {
 	if (f->dw_state == 0) {
 		f->dw_state = -1;
+		Elf *pe = NULL;
+		Dwarf *pdw = NULL;
+		if (lines_collect(f, &pe, &pdw) && !pdw && pe)
+			elf_end(pe), pe = NULL;
+		if (pdw) {
+			f->dw = pdw;
+			f->dw_elf = pe;
+		}
 		Elf *e = has_dwarf(f->elf) ? f->elf : has_dwarf(f->dbg) ? f->dbg : NULL;
-		if (e && (f->dw = dwarf_begin_elf(e, DWARF_C_READ, NULL)) != NULL) {
+		if (f->dw || (e && (f->dw = dwarf_begin_elf(e, DWARF_C_READ, NULL)) != NULL)) {
 			if ((f->sl = srcline_new(f->dw)) != NULL) {
 				f->dw_state = 1;
 			} else {
 				dwarf_end(f->dw);
 				f->dw = NULL;
+				if (f->dw_elf)
+					elf_end(f->dw_elf);
+				f->dw_elf = NULL;
 			}
 		}
 	}
@@ -644,6 +790,8 @@ int sym_fetch_debug(struct sym_file *f, const char **why)
 	if (f->dbg)
 		f->dbg_old = f->dbg;
 	f->dbg = e;
+	free(f->dbg_path); /* the background open is for the local file only */
+	f->dbg_path = NULL;
 	f->dbg_how = DEBUGFILE_DEBUGINFOD;
 	f->dw_state = 0;
 	if (f->names != SYM_NAMES_FULL && find_section(e, SHT_SYMTAB) && index_symbols(f) < 0)
@@ -657,14 +805,25 @@ void sym_close(struct sym_file *f)
 {
 	if (!f)
 		return;
+	Elf *pe = NULL;
+	Dwarf *pdw = NULL;
+	if (lines_collect(f, &pe, &pdw)) {
+		if (pdw)
+			dwarf_end(pdw);
+		if (pe)
+			elf_end(pe);
+	}
 	free(f->syms);
 	free(f->segs);
 	free(f->build_id);
 	free(f->name);
 	free(f->link);
+	free(f->dbg_path);
 	srcline_close(f->sl);
 	if (f->dw)
 		dwarf_end(f->dw);
+	if (f->dw_elf)
+		elf_end(f->dw_elf);
 	if (f->dbg)
 		elf_end(f->dbg);
 	if (f->dbg_old)

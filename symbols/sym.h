@@ -56,6 +56,15 @@ enum sym_names sym_names(const struct sym_file *f);
  */
 struct sym_srcframe;
 int sym_source(struct sym_file *f, uint64_t offset, struct sym_srcframe *out);
+/*
+ * Starts opening f's DWARF in the background when it is in a separate debug
+ * file (libc6-dbg's sections are compressed: tens of milliseconds to
+ * inflate), so that the snapshot's first sym_source finds it ready instead of
+ * paying for it after the program's exit. Once per file; nothing when f has
+ * no such file or its DWARF is open already. sym_source waits for the open
+ * under way, or does it itself when it has not started.
+ */
+void sym_prepare_lines(struct sym_file *f);
 /* Whether f has DWARF for sym_source (opens it). */
 int sym_has_lines(struct sym_file *f);
 /*

@@ -39,6 +39,7 @@
 #include "tracer/refuse.h"
 #include "tracer/session.h"
 #include "tracer/signals.h"
+#include "tracer/stacks/modules.h"
 #include "tracer/tracer.h"
 
 #define ATTACH_TIMEOUT_S 10.0 /* for every thread to stop at the attach */
@@ -275,6 +276,8 @@ int tracer_attach(const struct tracer_opts *o)
 			_exit(1);
 		/* Before the event sources are chosen: the fault path loads what attach needs. */
 		T.attach = 1;
+		/* While the BPF programs load. */
+		modreg_warm(T.reg);
 		if (faults_choose(&T) || kheap_choose(&T))
 			_exit(1);
 		T.main_pid = pid;

@@ -32,6 +32,7 @@
 #include "tracer/output/summary.h"
 #include "tracer/session.h"
 #include "tracer/signals.h"
+#include "tracer/stacks/modules.h"
 
 #ifndef MADV_DONTNEED_LOCKED
 #define MADV_DONTNEED_LOCKED 24
@@ -143,7 +144,13 @@ int tracer_launch(const struct tracer_opts *o)
 {
 	static struct tracer T;
 	caveats_warn_launch(o->argv[0]);
-	if (session_init(&T, o) || faults_choose(&T) || kheap_choose(&T)) {
+	if (session_init(&T, o)) {
+		session_fin(&T);
+		return -1;
+	}
+	/* While the BPF programs load. */
+	modreg_warm(T.reg);
+	if (faults_choose(&T) || kheap_choose(&T)) {
 		session_fin(&T);
 		return -1;
 	}

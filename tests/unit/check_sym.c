@@ -430,6 +430,57 @@ START_TEST(test_libc_debug_file)
 END_TEST
 
 /*
+ * With libc's debug file installed: its source lines opened in the
+ * background (sym_prepare_lines) are the very ones opened in place, for
+ * _int_malloc's entry; and a file closed with its open queued or under way
+ * is closed cleanly (the worker's copy freed: AddressSanitizer checks it).
+ */
+START_TEST(test_libc_lines_prepared)
+{
+	char *id = readelf_build_id(LIBC), *dpath;
+	uint64_t value, size;
+
+	ck_assert_ptr_nonnull(id);
+	ck_assert(asprintf(&dpath, "/usr/lib/debug/.build-id/%.2s/%s.debug", id, id + 2) > 0);
+	if (access(dpath, R_OK) == 0) {
+		ck_assert(nm_symbol(dpath, "_int_malloc", 0, &value, &size));
+		uint64_t off = value - readelf_bias(LIBC);
+		struct sym_srcframe want[SRCLINE_MAX], got[SRCLINE_MAX];
+		struct sym_file *a = sym_open(LIBC), *b = sym_open(LIBC);
+		ck_assert_ptr_nonnull(a);
+		ck_assert_ptr_nonnull(b);
+		sym_prepare_lines(b);
+		sym_prepare_lines(b); /* once per file */
+		int n = sym_source(a, off, want);
+		ck_assert_int_ge(n, 1);
+		ck_assert_int_eq(sym_source(b, off, got), n);
+		for (int i = 0; i < n; i++) {
+			ck_assert_str_eq(got[i].function, want[i].function);
+			ck_assert_str_eq(got[i].file, want[i].file);
+			ck_assert_uint_eq(got[i].line, want[i].line);
+			ck_assert_int_eq(got[i].inlined, want[i].inlined);
+		}
+		ck_assert_str_eq(got[n - 1].function, "_int_malloc");
+		srcline_free(want, (size_t)n);
+		srcline_free(got, (size_t)n);
+		sym_close(a);
+		sym_close(b);
+		for (int k = 0; k < 3; k++) {
+			struct sym_file *c = sym_open(LIBC), *d = sym_open(LIBC);
+			sym_prepare_lines(c);
+			sym_prepare_lines(d);
+			if (k)
+				usleep(20000 * (useconds_t)k);
+			sym_close(d);
+			sym_close(c);
+		}
+	}
+	free(dpath);
+	free(id);
+}
+END_TEST
+
+/*
  * The Debian packages of several files from one reading of dpkg's lists: libc and zlib (ptfil links
  * both), under the names dpkg lists them by, a file of no package and a relative path (none).
  */
@@ -778,6 +829,7 @@ Suite *sym_suite(void)
 	tcase_set_timeout(tc, 60);
 	tcase_add_test(tc, test_libc_malloc);
 	tcase_add_test(tc, test_libc_debug_file);
+	tcase_add_test(tc, test_libc_lines_prepared);
 	tcase_add_test(tc, test_bad_files);
 	tcase_add_test(tc, test_packages);
 	suite_add_tcase(s, tc);

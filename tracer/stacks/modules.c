@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +25,31 @@ int modreg_init(struct modreg *r)
 	u64map_init(&r->failed);
 	r->cache = sym_cache_new();
 	return r->cache ? 0 : -1;
+}
+
+static int warm_one(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	struct modreg *r = arg;
+	const char *base = info->dlpi_name ? strrchr(info->dlpi_name, '/') : NULL;
+	if (!base || (strncmp(base + 1, "libc.so.", 8) != 0 && strncmp(base + 1, "ld-linux", 8) != 0))
+		return 0;
+	int fd = open(info->dlpi_name, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	struct sym_file *f = sym_open_fd(fd, info->dlpi_name);
+	close(fd);
+	/* Only a file with a build id: the target's copy is matched by it (verified_file). */
+	if (f && sym_build_id(f) && (f = sym_cache_add(r->cache, f)) != NULL)
+		sym_prepare_lines(f);
+	else
+		sym_close(f);
+	return 0;
+}
+
+void modreg_warm(struct modreg *r)
+{
+	dl_iterate_phdr(warm_one, r);
 }
 
 void modreg_fin(struct modreg *r)

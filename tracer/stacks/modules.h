@@ -74,6 +74,16 @@ struct modmap {
 /* Storage is the caller's; _fin frees everything. */
 int modreg_init(struct modreg *r);
 void modreg_fin(struct modreg *r);
+/*
+ * Opens ptfil's own libc and loader into r's cache and starts opening their
+ * source lines in the background (sym_prepare_lines), while the BPF programs
+ * load and the program starts: nearly every target maps the very same files
+ * (the same build ids), whose debug files are the slowest to open, and a
+ * short program's snapshot would otherwise wait for them after its exit. A
+ * target with other ones (a container's, a static binary) just does not use
+ * them. Before any fork but the target's: the background thread is ptfil's.
+ */
+void modreg_warm(struct modreg *r);
 /* True when registry entries a and b are the same mapping of the same file (same path, base, device and inode). */
 int modreg_same(const struct modreg *r, uint32_t a, uint32_t b);
 

@@ -102,8 +102,11 @@ static int find_proc_info(unw_addr_space_t as, unw_word_t ip, unw_proc_info_t *p
 	if (!r)
 		return -UNW_ENOINFO;
 	struct modreg_entry *e = &u->reg->v[r->gid];
-	if (!e->eh_state)
+	if (!e->eh_state) {
 		load_eh_table(e, r->gid);
+		/* A module a stack passes through: the snapshot will want its source lines. */
+		sym_prepare_lines(e->sym);
+	}
 	if (e->eh_state < 0)
 		return -UNW_ENOINFO;
 	unw_dyn_info_t di;
