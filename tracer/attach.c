@@ -12,6 +12,7 @@
  */
 #include <errno.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,6 +37,7 @@
 #include "tracer/output/live.h"
 #include "tracer/output/snapshot.h"
 #include "tracer/output/summary.h"
+#include "tracer/ptrace/hooks.h"
 #include "tracer/refuse.h"
 #include "tracer/session.h"
 #include "tracer/signals.h"
@@ -193,6 +195,11 @@ static int trace(struct tracer *T, pid_t pid)
 	procfs_comm(pid, comm, sizeof(comm));
 	notice("attached to process %d (%s, %d thread%s) in %.1f ms; Ctrl-C to detach",
 	       (int)pid, comm, nthreads, nthreads == 1 ? "" : "s", took * 1000.0);
+	if (p->hooks->wrappers || !p->hooks->no_heap)
+		notice("breakpoints are in process %d's code while attached (the alloc view): every way of stopping "
+		       "ptfil takes them out, even kill -9 of ptfil (pid %d), but not kill -9 of its tracing process "
+		       "(pid %d), which would leave them to kill process %d; --charge touch needs none",
+		       (int)pid, (int)getppid(), (int)getpid(), (int)pid);
 	if (T->opts.duration > 0)
 		T->deadline = tracer_now(T) + T->opts.duration;
 	T->live->on = T->opts.live != NULL;
@@ -237,12 +244,17 @@ static char *default_output(pid_t pid)
 }
 
 static pid_t front_child;
+static volatile sig_atomic_t front_all; /* the tracing process is in a group of its own */
 
-/* In the process the user started: signals are for the tracer. From the terminal it got them too. */
+/*
+ * In the process the user started: signals are for the tracer. In the same
+ * group it got the terminal's too (SI_KERNEL); in a group of its own, only
+ * through here.
+ */
 static void front_forward(int sig, siginfo_t *si, void *uc)
 {
 	(void)uc;
-	if (front_child > 0 && si->si_code != SI_KERNEL)
+	if (front_child > 0 && (front_all || si->si_code != SI_KERNEL))
 		kill(front_child, sig);
 }
 
@@ -265,6 +277,14 @@ int tracer_attach(const struct tracer_opts *o)
 	/* Held until each side has its handlers, so an early Ctrl-C is not lost. */
 	sigprocmask(SIG_BLOCK, &block, &old);
 	pid_t front = getpid();
+	/*
+	 * The tracing process gets a process group of its own, so that a kill of
+	 * the front's group (kill -9 -- -PGID, a job control stop) reaches only
+	 * the front: its death is a clean leave (PR_SET_PDEATHSIG below). Not
+	 * with --live, which draws on the terminal and reads its keys from there
+	 * (the terminal's foreground group).
+	 */
+	int own_group = !o->live;
 	pid_t child = fork();
 	if (child < 0) {
 		free(def);
@@ -272,6 +292,23 @@ int tracer_attach(const struct tracer_opts *o)
 	}
 	if (child == 0) {
 		static struct tracer T;
+		if (own_group) {
+			setpgid(0, 0);
+			/* Out of the terminal's foreground group: its messages are still written under stty tostop. */
+			signal(SIGTTOU, SIG_IGN);
+		}
+		/*
+		 * Root may make the OOM killer pass over the tracing process, so that
+		 * it chooses among the processes it would choose without ptfil
+		 * (-999: unless ptfil itself grew to nearly all of memory).
+		 */
+		int adj = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+		if (adj >= 0) {
+			if (write(adj, "-999", 4) < 0) {
+				/* Not root: it stays where it was. */
+			}
+			close(adj);
+		}
 		if (session_init(&T, o))
 			_exit(1);
 		/* Before the event sources are chosen: the fault path loads what attach needs. */
@@ -298,6 +335,11 @@ int tracer_attach(const struct tracer_opts *o)
 		_exit(rc);
 	}
 	front_child = child;
+	if (own_group) {
+		/* As the child does too: whichever runs first, the group exists before a signal is forwarded. */
+		setpgid(child, child);
+		front_all = 1;
+	}
 	struct sigaction sa;
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_sigaction = front_forward;

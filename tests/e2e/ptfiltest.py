@@ -551,6 +551,7 @@ class Attached:
         self.ptfil = None
         self.err = None
         self.ptfil_started = None
+        self.tracers = []  # the pids of ptfil's tracing processes seen (TracerPid once attached)
         self._target_err = open(os.path.join(self.dir, "target.stderr"), "wb")
         self.target = subprocess.Popen(self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                        stderr=self._target_err, start_new_session=True)
@@ -588,7 +589,12 @@ class Attached:
     def wait_attached(self, timeout=60):
         pattern = re.compile(r"attached to process %d\b" % self.pid)
         try:
-            return self.err.wait_for(lambda s: pattern.search(s), timeout)
+            line = self.err.wait_for(lambda s: pattern.search(s), timeout)
+            # ptfil's tracing process, in a process group of its own (not ptfil's): cleanup kills it too.
+            tracer = self.status("TracerPid")
+            if tracer and tracer != "0":
+                self.tracers.append(int(tracer))
+            return line
         except AssertionError as e:
             raise AssertionError("ptfil attach %d did not say it was attached (exit status %r): %s" % (
                 self.pid, self.ptfil.poll(), e)) from None
@@ -658,7 +664,7 @@ class Attached:
 
     def cleanup(self):
         """Kills ptfil's and the target's process groups (SIGKILL also ends a stopped or traced process)
-        and waits for both."""
+        and waits for both; then the groups of ptfil's tracing processes, if still there."""
         for p in (self.ptfil, self.target):
             if p is None:
                 continue
@@ -673,6 +679,12 @@ class Attached:
             try:
                 p.wait(timeout=30)
             except subprocess.TimeoutExpired:
+                pass
+        for pid in self.tracers:
+            try:
+                if proc_status(pid, "Name") == "ptfil" and os.getpgid(pid) == pid:  # not a pid reused since
+                    os.killpg(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
                 pass
         for f in (self.target.stdin, self._target_err):
             try:

@@ -20,7 +20,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 from ptfiltest import MiB, Attached, Lines, charged_through, check_near, check_view, exec_mappings, functions, \
-    heap_counters_zero, live_snapshot, main, mapping_differences, own_functions, rss_anon_bytes, stacks_through, \
+    heap_counters_zero, live_snapshot, main, mapping_differences, own_functions, proc_status, rss_anon_bytes, stacks_through, \
     target, touch_view, vmrss_bytes, wait_snapshot, wait_until
 
 LOOP = target("attach_loop")
@@ -298,6 +298,36 @@ def test_kill_9_leaves_last_peak_and_target_runs():
         release_threads(a)
 
 
+def test_kill_9_of_ptfil_group_leaves_target_intact():
+    """kill -9 of ptfil's whole process group (kill -9 -- -PGID: a user's, a service manager's or a
+    container's stop), three times in a row, while attached to attach_loop, whose calloc of 192 KiB
+    goes through mmap and munmap every 10 ms (the mapping calls' wrappers, breakpoints on the ptrace
+    path and the kernel path's alloc view): ptfil's tracing process is in a group of its own, so the
+    kill reaches only the process the user started, and the tracer leaves as on Ctrl-C. The target's
+    code is its files' again each time, and it ends as an untraced run does."""
+    want = bare_loop()
+    with Attached([LOOP, ITERATIONS]) as a:
+        code_before = exec_mappings(a.pid)
+        for cycle in range(3):
+            a.attach()
+            tracer = a.tracers[-1]
+            assert os.getpgid(tracer) == tracer != os.getpgid(a.ptfil.pid), (tracer, a.ptfil.pid)
+            if not touch_view():
+                a.err.wait_for(lambda s: "breakpoints are in process %d's code while attached" % a.pid in s, 10)
+            time.sleep(0.5)  # some 50 large blocks mapped and unmapped through the hooked wrappers
+            os.killpg(a.ptfil.pid, signal.SIGKILL)
+            a.ptfil.wait(timeout=30)
+            wait_until(lambda: a.status("TracerPid") == "0", 30, "TracerPid 0 after kill -9 of ptfil's group")
+            wait_until(lambda: proc_status(tracer, "State") in (None, "Z (zombie)"), 30,
+                       "ptfil's tracing process to end")
+            assert a.running(), "cycle %d: the target died: %r" % (cycle, a.target_stderr())
+            diffs = mapping_differences(code_before, exec_mappings(a.pid), same_set=False)
+            assert not diffs, "cycle %d: the target's code changed:\n%s" % (cycle, "\n".join(diffs))
+        os.kill(a.pid, signal.SIGUSR2)
+        status, out = a.target_finish()
+    assert (status, out) == want, "after 3 kills of ptfil's group: %r, untraced %r" % ((status, out), want)
+
+
 def stopped_target(when):
     """attach_loop stopped by SIGSTOP before the attach or while attached stays stopped through the
     detach (State T, no tracer), and on SIGCONT finishes as an untraced run does."""
@@ -345,4 +375,5 @@ def test_stopped_while_attached_stays_stopped():
 if __name__ == "__main__":
     main([test_raw_syscall_mapping_found_by_reconciling, test_leave_on_sigint, test_leave_on_duration, test_leave_on_sigterm, test_leave_on_sighup,
           test_threads_attributed, test_sigusr1_writes_live_state, test_kill_9_leaves_last_peak_and_target_runs,
+          test_kill_9_of_ptfil_group_leaves_target_intact,
           test_stopped_before_attach_stays_stopped, test_stopped_while_attached_stays_stopped])
