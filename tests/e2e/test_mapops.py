@@ -1,12 +1,15 @@
 """Mapping operations followed exactly: partial munmap, mremap grow/move/shrink, madvise, merged VMAs,
 read-only memory, shared anonymous memory, brk. Each target scenario is built to a known peak."""
 import os
+import platform
+import pwd
 import re
+import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ptfiltest import MiB, charged_through, check_near, functions, launch, launched, main, reserved_through, stacks_through, \
-    target
+from ptfiltest import PTFIL, MiB, Skip, charged_through, check_near, functions, launch, launched, main, missing, reserved_through, \
+    run_ptfil, stacks_through, target, view_json, workdir
 
 
 def scenario(mode):
@@ -75,6 +78,52 @@ def test_read_only_memory():
     check_near("zero_written", charged_through(doc, "zero_written"), 4 * MiB)
 
 
+def test_zero_page_same_for_root_and_user():
+    """The zero-page scenario run by root and by a user who is not root (nobody, through setpriv) is
+    charged the same: the 40 MiB only read is the shared zero page for both, not memory. pagemap hides
+    frame numbers from such a user, so only PAGEMAP_SCAN's zero-page flag (Linux 6.7+) tells it apart
+    there. The alloc view on the ptrace path: the one nobody may use (the kernel path and the touch view
+    need CAP_BPF and CAP_PERFMON)."""
+    if os.geteuid() != 0:
+        raise Skip("running the program as another user needs root")
+    if not shutil.which("setpriv"):
+        missing("no setpriv (util-linux) to run ptfil as another user")
+    release = tuple(int(x) for x in re.findall(r"\d+", platform.release())[:2])
+    if release < (6, 7):
+        raise Skip("Linux %s has no PAGEMAP_SCAN: a user who is not root cannot tell the zero page apart" %
+                   platform.release())
+    nobody = pwd.getpwnam("nobody")
+    d = workdir()
+    try:
+        # nobody may not enter the build directory (a clone under /root): ptfil and the target are
+        # copied into a directory it owns, where the snapshots go too.
+        os.chown(d, nobody.pw_uid, nobody.pw_gid)
+        os.chmod(d, 0o755)
+        for f in (PTFIL, target("mapops")):
+            shutil.copy(f, d)
+        as_nobody = ["setpriv", "--reuid=%d" % nobody.pw_uid, "--regid=%d" % nobody.pw_gid, "--clear-groups"]
+        docs = {}
+        for who, prefix in (("root", ()), ("nobody", as_nobody)):
+            snap = os.path.join(d, who + ".gz")
+            rc, out, err = run_ptfil(["launch", "-q", "-i", "0", "--charge=alloc", "--heap-events=ptrace", "-o", snap, "--",
+                                      "./mapops", "zeropage"], prefix=prefix, cwd=d)
+            assert rc == 0 and b"zeropage done" in out, (who, rc, out, err)
+            assert "zero page" not in err, (who, err)
+            read_resident = int(re.search(rb"read_resident=(-?\d+)", out).group(1))
+            if read_resident >= 1 * MiB:
+                raise Skip("this kernel has no shared zero page: reads made %d MiB resident" % (read_resident // MiB))
+            docs[who] = view_json(snap)
+        for who, doc in docs.items():
+            assert charged_through(doc, "zero_map") == 0, (who, charged_through(doc, "zero_map"))
+            assert reserved_through(doc, "zero_map") == 40 * MiB, who
+            check_near(who + " zero_written", charged_through(doc, "zero_written"), 4 * MiB)
+        # The same peak to the page: the program is deterministic, and only who runs ptfil differs.
+        peaks = {who: doc["peak"]["charged_bytes"] for who, doc in docs.items()}
+        assert abs(peaks["root"] - peaks["nobody"]) <= 64 * 1024, peaks
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def test_shared_anonymous():
     _, doc = scenario("shared")
     check_near("shared_map", charged_through(doc, "shared_map"), 12 * MiB)
@@ -128,6 +177,7 @@ def test_static_program_unwound_from_its_eh_frame():
 
 if __name__ == "__main__":
     main([test_partial_munmap, test_failed_munmap_keeps_the_memory, test_mremap_grow_move_shrink, test_madvise_dontneed_between_peaks,
-          test_merged_mappings_charged_separately, test_read_only_memory, test_shared_anonymous, test_brk_heap,
+          test_merged_mappings_charged_separately, test_read_only_memory, test_zero_page_same_for_root_and_user,
+          test_shared_anonymous, test_brk_heap,
           test_file_mappings_not_charged, test_static_program_runs_mappings_only,
           test_static_program_unwound_from_its_eh_frame])

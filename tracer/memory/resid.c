@@ -37,10 +37,11 @@ struct pm_scan_arg {
 static long page_size;
 
 /*
- * How zero pages are told apart, learnt once from a page of our own that was
- * only read: PAGEMAP_SCAN's PAGE_IS_PFNZERO where the kernel reports it (not
- * every kernel does), else the zero page's frame number where pagemap shows
- * frame numbers (CAP_SYS_ADMIN), else not at all (zero pages count as resident).
+ * How zero pages are told apart, learnt once from two pages of our own that
+ * were only read: PAGEMAP_SCAN's PAGE_IS_PFNZERO where the kernel has it
+ * (Linux 6.7+, no privilege needed: the same answer for root and any user),
+ * else the zero page's frame number where pagemap shows frame numbers
+ * (CAP_SYS_ADMIN), else not at all (zero pages count as resident).
  */
 static int probed;
 static int scan_ok;      /* PAGEMAP_SCAN works */
@@ -74,13 +75,17 @@ static void probe(void)
 		int failed = 0;
 		uint64_t all = scan_range(fd, a, a + len, 0, NULL, &failed);
 		scan_ok = !failed && all == len;
-		scan_zero_ok = scan_ok && zero_pfn && scan_range(fd, a, a + len, 1, NULL, &failed) == 0 && !failed;
+		/* Both pages were only read: with PAGE_IS_PFNZERO reported, none of them is left. Frame
+		 * numbers are not needed for this, so a user who is not root is told the same as root. */
+		uint64_t left = scan_ok ? scan_range(fd, a, a + len, 1, NULL, &failed) : len;
+		scan_zero_ok = scan_ok && !failed && left == 0;
 		close(fd);
 	}
 	munmap(m, len);
 	if (!scan_zero_ok && !zero_pfn && !no_zero_page)
-		warning("this kernel does not show which pages are the shared zero page; "
-			"memory that was only read is charged as resident (run as root to fix)");
+		warning("/proc/PID/pagemap does not say here which pages are the shared zero page "
+			"(PAGEMAP_SCAN's zero-page flag needs Linux 6.7; frame numbers need CAP_SYS_ADMIN): "
+			"memory that was only read is charged as resident; run as root for the true charge");
 }
 
 static int open_proc_path(const char *rel)
