@@ -157,6 +157,14 @@ static int trace(struct tracer *T, pid_t pid)
 {
 	double t_start = tracer_now(T);
 	int status = 0, n;
+	/*
+	 * Asked to leave before anything was seized (Ctrl-C while the BPF programs
+	 * loaded, or the front already gone): the target is not touched at all.
+	 */
+	if (loop_leave) {
+		notice("interrupted before attaching: process %d was not touched", (int)pid);
+		return 1;
+	}
 	/* Threads started while we seize are seized by their creator's PTRACE_O_TRACECLONE or by the next pass. */
 	while ((n = seize_new_threads(T, pid, &status)) > 0)
 		;

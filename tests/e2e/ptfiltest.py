@@ -224,14 +224,20 @@ def glibc_usable(n):
     return max(32, (n + 8 + 15) & ~15) - 8
 
 
+def glibc_mmapped_usable(n, page=4096):
+    """malloc_usable_size of a block of n bytes that glibc gives a mapping of its own (n at or above the
+    mmap threshold): the mapping, n and the chunk's 16-byte header rounded up to pages, less that header."""
+    return page_round(n + 16, page) - 16
+
+
 def usable_sizes(doc):
-    """True when the snapshot charged glibc's malloc blocks at their usable size: the ptrace path hooks
-    malloc at its returns, where the size asked for is gone (tracer/ptrace/hooks.h), unless --exact-sizes."""
+    """True when the snapshot charged glibc's blocks at their usable size, as every path does unless
+    --exact-sizes (memory/alloc.h: the one charging rule)."""
     return doc["counters"].get("heap.usable_size_blocks", 0) > 0
 
 
 def malloc_bytes(doc, n, count=1):
-    """What count blocks of n bytes from glibc's malloc are charged in doc: n each, or their usable size."""
+    """What count blocks of n bytes from glibc's malloc family are charged in doc: n each, or their usable size."""
     return count * (glibc_usable(n) if usable_sizes(doc) else n)
 
 

@@ -27,7 +27,7 @@ from ptfiltest import BUILDDIR, HEAP_EVENTS_ENV, MiB, PTRACE_FALLBACK, UPROBE_RE
     check_near, code_differences, function_bytes, functions, heap_counters, heap_events_probe, heap_path, int3_offsets, \
     kernel_path_lock, \
     launch, main, malloc_bytes, mapped_library, require_kernel_path, run_ptfil, stack_signature, stacks_through, target, \
-    view_json, wait_snapshot, wait_until, workdir
+    usable_sizes, view_json, wait_snapshot, wait_until, workdir
 
 STORM = os.path.join(BUILDDIR, "bench", "alloc_storm")
 STORM_PAIRS = 200000
@@ -101,13 +101,15 @@ def test_tiny_ring_storm_loses_nothing():
 
 
 def test_tiny_ring_same_profile_as_ptrace():
-    # heap_threads: 4 threads x 250,000 pairs; at the checkpoint 5,000 blocks, 4,500,000 bytes held
-    # through hold_blocks: the same peak and the same stacks whatever the threads' interleaving.
-    # The ptrace path with --exact-sizes: charged at the sizes asked for, as the kernel path does.
+    # heap_threads: 4 threads x 250,000 pairs; at the checkpoint 5,000 blocks, 4,500,000 bytes asked
+    # for through hold_blocks: the same peak and the same stacks whatever the threads' interleaving,
+    # to the byte. Both paths charge glibc's blocks at their usable size (the one charging rule:
+    # memory/alloc.h), the ptrace path's malloc at its returns, the kernel path's from the chunk
+    # header its return probe read.
     argv = [target("heap_threads")]
     b = bare(argv)
     runs = {}
-    for path, extra, options in (("uprobe", TINY_RING, ()), ("ptrace", {}, ("--exact-sizes",))):
+    for path, extra, options in (("uprobe", TINY_RING, ()), ("ptrace", {}, ())):
         r = traced(argv, path, extra, ptfil_args=("-i", "0", *options), timeout=540)
         assert (r.returncode, r.stdout) == (b.returncode, b.stdout), "%s: traced %r, untraced %r; stderr:\n%s" % (
             path, (r.returncode, r.stdout), (b.returncode, b.stdout), r.stderr.decode(errors="replace"))
@@ -117,7 +119,9 @@ def test_tiny_ring_same_profile_as_ptrace():
     check_kernel_doc(k, "heap_threads, 64 KiB ring")
     assert k["counters"].get("kernel.backpressure", 0) > 0, heap_counters(k)
     for doc in (k, p):
-        assert through(doc, "hold_blocks") == (4500000, 5000), excerpt(doc)
+        assert usable_sizes(doc), heap_counters(doc)
+        held = sum(malloc_bytes(doc, 300 * (i + 1), 500 * (i + 1)) for i in range(4))
+        assert through(doc, "hold_blocks") == (held, 5000), excerpt(doc)
     assert k["peak"]["charged_bytes"] == p["peak"]["charged_bytes"], "peak %d on the kernel path, %d on ptrace\n" \
         "kernel:\n%s\nptrace:\n%s" % (k["peak"]["charged_bytes"], p["peak"]["charged_bytes"], excerpt(k), excerpt(p))
     # The top stacks (kind, function names, charged bytes, blocks), in any order among equals.
@@ -127,6 +131,30 @@ def test_tiny_ring_same_profile_as_ptrace():
     for key in ("heap.allocs", "heap.frees", "heap.nested"):
         assert k["counters"].get(key) == p["counters"].get(key), (key, heap_counters(k), k["counters"].get(key),
                                                                    p["counters"].get(key))
+
+
+def test_storm_same_peak_on_both_paths():
+    # bench/alloc_storm, 200,000 pairs of 16..512 bytes from a fixed sequence, one thread: the same peak
+    # to the byte on the ptrace path and the kernel path, at glibc's usable sizes by default and at the
+    # sizes asked for with --exact-sizes (memory/alloc.h: one charging rule, whoever runs ptfil).
+    argv = [STORM, str(STORM_PAIRS), "1"]
+    b = bare(argv)
+    peaks = {}
+    for sizes in ((), ("--exact-sizes",)):
+        for path in ("uprobe", "ptrace"):
+            r = traced(argv, path, ptfil_args=("-i", "0", "--charge=alloc", *sizes))
+            assert (r.returncode, r.stdout) == (b.returncode, b.stdout), (path, sizes, r.stderr.decode(errors="replace"))
+            doc = r.json
+            assert heap_path(doc) == path, (path, heap_counters(doc))
+            c = doc["counters"]
+            assert c["heap.allocs"] >= STORM_PAIRS, (path, sizes, heap_counters(doc))
+            assert (c.get("heap.usable_size_blocks", 0) >= STORM_PAIRS) == (not sizes), (path, sizes, c)
+            peaks[path, sizes] = doc["peak"]["charged_bytes"]
+    for sizes in ((), ("--exact-sizes",)):
+        assert peaks["uprobe", sizes] == peaks["ptrace", sizes], peaks
+    # The usable sizes are larger: 10,000 blocks live, each up to 15 bytes more than asked.
+    more = peaks["ptrace", ()] - peaks["ptrace", ("--exact-sizes",)]
+    assert 0 < more <= 10000 * 24, peaks
 
 
 # --- attach: malloc and free carry the kernel's probes alone -------------------------------------
@@ -316,7 +344,7 @@ def test_plain_c_on_the_kernel_path():
     doc = r.json
     check_kernel_doc(doc, "heap_chain chain")
     check_near("peak", doc["peak"]["charged_bytes"], 20000000, rel=0.01)
-    assert through(doc, "f2") == (20000000, 2000), excerpt(doc)
+    assert through(doc, "f2") == (malloc_bytes(doc, 10000, 2000), 2000), excerpt(doc)
     for s in stacks_through(doc, "f2"):
         f = functions(s)
         assert s["kind"] == "heap" and f[0] in ("malloc", "__libc_malloc"), excerpt(doc)
@@ -378,7 +406,7 @@ if __name__ == "__main__":
         print("ptfil cannot take the kernel path: %s" % message)
     else:
         require_kernel_path(status, message, "test_kernel.py")
-    main([test_plain_c_on_the_kernel_path, test_environment_chooses_option_wins, test_bad_value_is_a_usage_error,
+    main([test_plain_c_on_the_kernel_path, test_storm_same_peak_on_both_paths, test_environment_chooses_option_wins, test_bad_value_is_a_usage_error,
           test_tiny_ring_storm_loses_nothing, test_tiny_ring_same_profile_as_ptrace,
           test_attach_kill_9_leaves_target_intact, test_attach_detach_leaves_original_bytes,
           test_auto_without_capabilities_takes_ptrace, test_uprobe_without_capabilities_refused_before_the_program,

@@ -395,7 +395,7 @@ def hook_excess(c):
         events = c["kernel.records"] - 2 * c["heap.nested"]
         return events - (2 * c["heap.allocs"] + c["heap.frees"])
     events = c["stops.bp_entry"] + c["stops.bp_return"]
-    return events - (2 * c["heap.allocs"] - c.get("heap.usable_size_blocks", 0) + c["heap.frees"])
+    return events - (2 * c["heap.allocs"] - c.get("heap.one_stop_blocks", 0) + c["heap.frees"])
 
 
 def test_counters_per_process():

@@ -28,7 +28,8 @@ struct proc_counts {
 	uint64_t stops[STOP__COUNT];
 	uint64_t unwinds, remote_reads, stack_copies, memo_hits, splices, spliced_frames;
 	uint64_t nested_calls;    /* hooked calls made inside the allocator, not counted (memory/alloc.h) */
-	uint64_t usable_blocks;   /* blocks charged at their usable size (seen at a return: ptrace/hooks.h) */
+	uint64_t usable_blocks;   /* blocks charged at their usable size (memory/alloc.h: every path) */
+	uint64_t one_stop_blocks; /* of those, seen whole at a return of a function hooked there (ptrace/hooks.h) */
 	uint64_t unsized_blocks;  /* blocks seen at a return whose chunk header made no sense: not charged */
 	uint64_t refreshes;       /* full residency refreshes (memory/peak.h) */
 	uint64_t reconciled;      /* attach: mappings no hooked call made, found in the maps (follow.h) */

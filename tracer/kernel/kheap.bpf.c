@@ -47,6 +47,7 @@ static __always_inline void head(struct pt_regs *ctx, struct kh_rec *r, __u32 ki
 	r->a[0] = a0;
 	r->a[1] = a1;
 	r->a[2] = a2;
+	r->chunk = 0;
 }
 
 /*
@@ -187,6 +188,11 @@ static __always_inline int small(struct pt_regs *ctx, __u32 kind, __u64 a0)
 		}
 		if (where)
 			bpf_map_delete_elem(&memptr, &tid);
+	}
+	if (kind == KH_RETURN) {
+		__u64 block = r->fn == KH_FN_POSIX_MEMALIGN ? ((r->kind & KH_STORED) && !a0 ? r->a[2] : 0) : a0;
+		if (block >= 8)
+			bpf_probe_read_user(&r->chunk, sizeof(r->chunk), (void *)(block - 8));
 	}
 	bpf_ringbuf_submit(r, flags);
 	return 0;

@@ -240,7 +240,9 @@ static void on_entry(struct tracer *T, struct tracee *t, const struct kh_entry *
 	if (!alloc_follow(T, t))
 		return;
 	uint64_t args[3] = { e->h.a[0], e->h.a[1], e->h.a[2] };
-	alloc_enter(T, t, (enum alloc_fn)e->h.fn, args, sp);
+	const struct modrange *in = modmap_find(t->p->mm, e->regs[KH_RIP]);
+	alloc_enter(T, t, (enum alloc_fn)e->h.fn, args, sp,
+		    !T->opts.exact_sizes && in && modreg_is_glibc(T->reg, in->gid));
 	struct user_regs_struct regs;
 	to_regs(e, &regs);
 	uint64_t late = T->unw->late_copies;
@@ -261,7 +263,7 @@ static void on_return(struct tracer *T, struct tracee *t, const struct kh_rec *r
 		else if (remote_read(t->tid, t->call->args[0], &block, 8))
 			block = 0;
 	}
-	alloc_exit(T, t, r->a[0], block);
+	alloc_exit(T, t, r->a[0], block, t->call->usable ? r->chunk : 0);
 }
 
 static void on_free(struct tracer *T, struct tracee *t, const struct kh_rec *r)

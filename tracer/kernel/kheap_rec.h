@@ -50,6 +50,13 @@ struct kh_rec {
 	 * KH_STORED set).
 	 */
 	unsigned long long a[3];
+	/*
+	 * KH_RETURN: the word before the block (glibc's chunk size word, which
+	 * gives its usable size: memory/alloc.h), read at the return; 0 when
+	 * unread. The block may be freed and its memory reused before ptfil
+	 * reads the record.
+	 */
+	unsigned long long chunk;
 };
 
 struct kh_entry {

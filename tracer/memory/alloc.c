@@ -53,11 +53,12 @@ static void before_free(struct tracer *T, struct proc *p, uint64_t ptr)
 		peak_before_small_release(T, p);
 }
 
-void alloc_enter(struct tracer *T, struct tracee *t, enum alloc_fn fn, const uint64_t args[3], uint64_t sp)
+void alloc_enter(struct tracer *T, struct tracee *t, enum alloc_fn fn, const uint64_t args[3], uint64_t sp, int usable)
 {
 	struct alloc_call *c = t->call;
 	c->active = 1;
 	c->fn = fn;
+	c->usable = usable;
 	for (int i = 0; i < 3; i++)
 		c->args[i] = args[i];
 	c->sp = sp;
@@ -82,14 +83,22 @@ static uint64_t mul_or_zero(uint64_t a, uint64_t b)
 	return __builtin_mul_overflow(a, b, &r) ? 0 : r;
 }
 
-void alloc_exit(struct tracer *T, struct tracee *t, uint64_t result, uint64_t block)
+uint64_t alloc_chunk_usable(uint64_t word)
+{
+	uint64_t chunk = word & ~(uint64_t)7;
+	uint64_t hdr = (word & 2) ? 16 : 8; /* IS_MMAPPED */
+	if (chunk < 2 * hdr || chunk >= (1ULL << 47))
+		return 0;
+	return chunk - hdr;
+}
+
+void alloc_exit(struct tracer *T, struct tracee *t, uint64_t result, uint64_t block, uint64_t chunk_word)
 {
 	struct alloc_call *c = t->call;
 	struct proc *p = t->p;
 	const uint64_t *a = c->args;
 	uint64_t ptr = result, size = 0;
 	c->active = 0;
-	(void)T;
 	switch (c->fn) {
 	case ALLOC_MALLOC: size = a[0]; break;
 	case ALLOC_CALLOC: size = mul_or_zero(a[0], a[1]); break;
@@ -116,8 +125,17 @@ void alloc_exit(struct tracer *T, struct tracee *t, uint64_t result, uint64_t bl
 	default:
 		return;
 	}
-	if (ptr && heap_alloc(p->heap, ptr, size, c->stack))
+	if (!ptr)
+		return;
+	/* The usable size, where the chunk header was read and holds at least what was asked for. */
+	uint64_t usable = c->usable && chunk_word ? alloc_chunk_usable(chunk_word) : 0;
+	int by_usable = usable >= size && usable > 0;
+	if (heap_alloc(p->heap, ptr, by_usable ? usable : size, c->stack)) {
 		warning("out of memory recording a block");
+	} else if (by_usable) {
+		T->counts.usable_blocks++;
+		p->counts.usable_blocks++;
+	}
 }
 
 void alloc_free(struct tracer *T, struct tracee *t, uint64_t ptr)
@@ -139,6 +157,8 @@ void alloc_block(struct tracer *T, struct tracee *t, uint64_t ptr, uint64_t usab
 	} else {
 		T->counts.usable_blocks++;
 		p->counts.usable_blocks++;
+		T->counts.one_stop_blocks++;
+		p->counts.one_stop_blocks++;
 	}
 }
 

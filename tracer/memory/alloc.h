@@ -35,6 +35,7 @@ struct alloc_call {
 	uint64_t args[3];
 	uint64_t sp;           /* the stack pointer at its entry: the return address is there */
 	uint32_t stack;        /* the stack it is charged to */
+	int usable;            /* its block is charged at its usable size (glibc's function, no --exact-sizes) */
 };
 
 /* What the source can tell of the word at the call in flight's return slot (t->call->sp). */
@@ -68,17 +69,35 @@ int alloc_follow(struct tracer *T, struct tracee *t);
  * Thread t entered fn(args) with stack pointer sp: it is now the call in
  * flight. A realloc's old block is measured first, while it is still there.
  * Its stack follows with alloc_set_stack (0, STACKS_ROOT, until then).
+ * usable: fn is glibc's, whose blocks are charged at their usable size, so
+ * the source reads the block's chunk header at the return (alloc_exit).
+ *
+ * The one charging rule, on every path: a block of glibc's malloc family is
+ * charged at its usable size (malloc_usable_size: what glibc gave it, memory
+ * the program holds and may use), because glibc's malloc returns where the
+ * size asked for is gone, and hooking it there is the ptrace path's cheapest
+ * stop. --exact-sizes charges the size asked for, on every path; so is a
+ * block of an allocator whose headers ptfil does not know (jemalloc, say).
  */
-void alloc_enter(struct tracer *T, struct tracee *t, enum alloc_fn fn, const uint64_t args[3], uint64_t sp);
+void alloc_enter(struct tracer *T, struct tracee *t, enum alloc_fn fn, const uint64_t args[3], uint64_t sp, int usable);
 void alloc_set_stack(struct tracee *t, uint32_t stack);
 /* The source cannot see the call in flight return (its return could not be hijacked): forgotten. */
 void alloc_forget(struct tracee *t);
 /*
  * The call in flight returned result: the ledger gains its block and loses
  * the old one of a realloc. block: posix_memalign's block, as the source read
- * it from the call's first argument (0 when it could not).
+ * it from the call's first argument (0 when it could not). chunk_word: the
+ * word before the block (glibc's chunk size word) as the source read it at
+ * the return, for a call entered with usable; 0 when not read: the block is
+ * then charged at the size asked for.
  */
-void alloc_exit(struct tracer *T, struct tracee *t, uint64_t result, uint64_t block);
+void alloc_exit(struct tracer *T, struct tracee *t, uint64_t result, uint64_t block, uint64_t chunk_word);
+/*
+ * The usable size glibc's chunk size word gives its block: the chunk less
+ * its header word, or less two for a chunk of its own mapping. 0 when the
+ * word makes no sense.
+ */
+uint64_t alloc_chunk_usable(uint64_t word);
 
 /* free(ptr) by thread t: the block's memory measured, the peak checked, the block gone. */
 void alloc_free(struct tracer *T, struct tracee *t, uint64_t ptr);

@@ -491,6 +491,7 @@ static int build_counters(struct tracer *T, struct proc *p, struct snap *s)
 	    counter(s, &k, "heap.unknown_frees", p->heap->unknown_frees) ||
 	    counter(s, &k, "heap.nested", pc->nested_calls) ||
 	    counter(s, &k, "heap.usable_size_blocks", pc->usable_blocks) ||
+	    counter(s, &k, "heap.one_stop_blocks", pc->one_stop_blocks) ||
 	    (pc->unsized_blocks && counter(s, &k, "heap.unsized_blocks", pc->unsized_blocks)) ||
 	    counter(s, &k, "tracer.vmhwm_bytes", resid_vmhwm(getpid())) ||
 	    counter(s, &k, "tracer.live_blocks", p->heap->n) ||

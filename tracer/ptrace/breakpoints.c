@@ -26,6 +26,7 @@
 #include "tracer/ptrace/hooks.h"
 #include "tracer/ptrace/mapcalls.h"
 #include "tracer/stacks/capture.h"
+#include "tracer/stacks/modules.h"
 #include "tracer/stacks/stacks.h"
 #include "tracer/stacks/unwind.h"
 
@@ -188,21 +189,19 @@ static int follow_entry(struct tracer *T, struct tracee *t, const struct hook_bp
 
 static void on_wrapper(struct tracer *T, struct tracee *t, const struct hook_bp *b, struct user_regs_struct *regs);
 
-/*
- * The usable size of glibc's block at ptr, from its chunk's size word (the
- * word before it): the chunk less its header word, or less two for a chunk
- * of its own mapping. 0 when the word cannot be read or makes no sense.
- */
-static uint64_t usable_size(struct tracee *t, uint64_t ptr)
+/* glibc's chunk size word of the block at ptr (the word before it), or 0 when it cannot be read. */
+static uint64_t chunk_word(struct tracee *t, uint64_t ptr)
 {
 	uint64_t word;
 	if (ptr < 8 || mem_read(&t->tid, ptr - 8, &word, 8))
 		return 0;
-	uint64_t chunk = word & ~(uint64_t)7;
-	uint64_t hdr = (word & 2) ? 16 : 8; /* IS_MMAPPED */
-	if (chunk < 2 * hdr || chunk >= (1ULL << 47))
-		return 0;
-	return chunk - hdr;
+	return word;
+}
+
+/* The usable size of glibc's block at ptr (memory/alloc.h), 0 when its chunk header cannot be read or makes no sense. */
+static uint64_t usable_size(struct tracee *t, uint64_t ptr)
+{
+	return alloc_chunk_usable(chunk_word(t, ptr));
 }
 
 /* A function hooked at its returns (glibc's malloc, calloc) returns: its block is charged, with the stack as it is. */
@@ -259,7 +258,8 @@ static void on_entry(struct tracer *T, struct tracee *t, const struct hook_bp *b
 		return;
 	}
 	uint64_t args[3] = { regs->rdi, regs->rsi, regs->rdx };
-	alloc_enter(T, t, (enum alloc_fn)b->fn, args, regs->rsp);
+	alloc_enter(T, t, (enum alloc_fn)b->fn, args, regs->rsp,
+		    !t->p->hooks->exact_sizes && modreg_is_glibc(T->reg, b->gid));
 	regs->rip = b->addr;
 	/*
 	 * The stack is copied now and unwound once the thread runs again: the
@@ -340,7 +340,8 @@ static void finish_call(struct tracer *T, struct tracee *t, struct user_regs_str
 		uint64_t block = 0;
 		if (t->call->fn == ALLOC_POSIX_MEMALIGN && regs->rax == 0 && mem_read(&t->tid, t->call->args[0], &block, 8))
 			block = 0;
-		alloc_exit(T, t, regs->rax, block);
+		uint64_t ptr = t->call->fn == ALLOC_POSIX_MEMALIGN ? block : regs->rax;
+		alloc_exit(T, t, regs->rax, block, t->call->usable && ptr ? chunk_word(t, ptr) : 0);
 	}
 	regs->rip = r->ret;
 }

@@ -80,6 +80,18 @@ int modreg_same(const struct modreg *r, uint32_t a, uint32_t b)
 			  x->dev_minor == y->dev_minor && strcmp(x->path, y->path) == 0);
 }
 
+int modreg_is_glibc(struct modreg *r, uint32_t gid)
+{
+	if (gid >= r->n)
+		return 0;
+	struct modreg_entry *e = &r->v[gid];
+	if (!e->glibc) {
+		uint64_t off;
+		e->glibc = e->sym && !e->copy && sym_dynamic(e->sym, "gnu_get_libc_version", &off) == 0 ? 1 : -1;
+	}
+	return e->glibc > 0;
+}
+
 /* The target's memory at one module, for symbols/: module offsets from base, read through thread tid. */
 struct mapped {
 	pid_t tid;

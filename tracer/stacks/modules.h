@@ -48,6 +48,7 @@ struct modreg_entry {
 	int eh_state;           /* 0 not looked at, 1 usable, -1 none */
 	uint64_t eh_hdr, eh_table, eh_count;
 	struct sym_fde *eh_own;
+	int glibc;              /* 0 not looked at, 1 glibc's libc (modreg_is_glibc), -1 not */
 };
 
 struct modreg {
@@ -84,6 +85,12 @@ void modreg_fin(struct modreg *r);
  * them. Before any fork but the target's: the background thread is ptfil's.
  */
 void modreg_warm(struct modreg *r);
+/*
+ * True when registry entry gid is glibc's libc (it defines
+ * gnu_get_libc_version): its heap blocks carry glibc's chunk header, which
+ * gives their usable size (memory/alloc.h). Looked up once per entry.
+ */
+int modreg_is_glibc(struct modreg *r, uint32_t gid);
 /* True when registry entries a and b are the same mapping of the same file (same path, base, device and inode). */
 int modreg_same(const struct modreg *r, uint32_t a, uint32_t b);
 
