@@ -9,8 +9,8 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ptfiltest import MiB, PTFIL, TIMEOUT, bare, charged_through, check_near, launch, main, target, view_json, \
-    workdir
+from ptfiltest import FAULT_PATH_REFUSED, MiB, PTFIL, TIMEOUT, bare, charged_through, check_near, launch, main, \
+    missing, target, view_json, workdir
 
 BEHAVE = target("behave")
 
@@ -205,9 +205,36 @@ def test_sigterm_to_ptfil_ends_program_and_writes_snapshot():
     check_near("make_work", charged_through(view_json(c.snap), "make_work"), 8 * MiB)
 
 
+def test_own_malloc_unwinding_itself():
+    """own_malloc: a malloc of the program's own that calls backtrace() inside each call (as a heap
+    profiler or a debugging allocator does). The touch view (the default) hooks no call: the program
+    sees its stack exactly as untraced. The alloc view hooks the program's malloc at its entry and
+    replaces its return address while it runs (the ptrace path's trampoline, the kernel's return
+    probe), so an unwind from inside the call ends there: 2 frames instead of 8 (README, "What
+    tracing changes"). The program's work, output format and exit status are unchanged either way."""
+    argv = [target("own_malloc")]
+    b = bare(argv)
+    assert b.returncode == 0 and b.stdout.startswith(b"calls=2000 depth_min="), b.stdout
+    want_depth = int(b.stdout.split(b"depth_min=")[1].split()[0])
+    assert want_depth >= 6, b.stdout
+    touch = launch(argv, ptfil_args=("-i", "0", "--charge=touch"))
+    if touch.returncode != 0 and FAULT_PATH_REFUSED in touch.stderr.decode(errors="replace"):
+        raise missing("the touch view is refused here: " + touch.stderr.decode(errors="replace").strip())
+    else:
+        assert (touch.returncode, touch.stdout) == (0, b.stdout), (touch.returncode, touch.stdout, b.stdout,
+                                                                   touch.stderr.decode(errors="replace"))
+    alloc = launch(argv, ptfil_args=("-i", "0", "--charge=alloc"))
+    assert alloc.returncode == 0 and alloc.stdout.startswith(b"calls=2000 depth_min="), (alloc.returncode, alloc.stdout)
+    seen = alloc.stdout.split()
+    assert seen[1] == seen[2].replace(b"max", b"min"), alloc.stdout  # the same depth at every call
+    depth = int(seen[1].split(b"=")[1])
+    assert 1 <= depth < want_depth, "the alloc view's return hook no longer cuts the stack (%r): update the README" % (
+        alloc.stdout)
+
+
 if __name__ == "__main__":
     main([test_exit_status_passes_through, test_sigsegv_gives_139_and_a_snapshot,
           test_sigusr1_handler_called_once_per_signal, test_stdin_stdout_unchanged, test_no_stop_on_other_syscalls,
           test_kill_int_to_ptfil_reaches_program_once, test_kill_int_to_group_reaches_program_once,
           test_ctrl_c_kills_program_and_snapshot_is_written, test_ctrl_c_reaches_handler_once,
-          test_sigterm_to_ptfil_ends_program_and_writes_snapshot])
+          test_sigterm_to_ptfil_ends_program_and_writes_snapshot, test_own_malloc_unwinding_itself])

@@ -87,7 +87,7 @@ def test_zero_page_same_for_root_and_user():
     if os.geteuid() != 0:
         raise Skip("running the program as another user needs root")
     if not shutil.which("setpriv"):
-        missing("no setpriv (util-linux) to run ptfil as another user")
+        raise missing("no setpriv (util-linux) to run ptfil as another user")
     release = tuple(int(x) for x in re.findall(r"\d+", platform.release())[:2])
     if release < (6, 7):
         raise Skip("Linux %s has no PAGEMAP_SCAN: a user who is not root cannot tell the zero page apart" %
