@@ -41,7 +41,7 @@ struct kprobe_site {
 /*
  * Loads the programs with a ring of ring_bytes (a power of two, at least a
  * page), maps the ring, and makes sure this kernel attaches uprobe_multi links
- * for ptfil (it probes a function of ptfil itself, once). Returns 0, or -1
+ * for ptfil (asked without probing anything). Returns 0, or -1
  * with why (a sentence for the user: what is missing, what grants it) filled.
  */
 int kprobes_open(struct kprobes *k, size_t ring_bytes, char *why, size_t whylen);
