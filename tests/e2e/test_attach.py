@@ -19,9 +19,9 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ptfiltest import MiB, Attached, Lines, charged_through, check_near, check_view, exec_mappings, functions, \
-    heap_counters_zero, live_snapshot, main, mapping_differences, own_functions, proc_status, rss_anon_bytes, stacks_through, \
-    target, touch_view, vmrss_bytes, wait_snapshot, wait_until
+from ptfiltest import FAULT_PATH_REFUSED, MiB, Attached, Lines, charged_through, check_near, check_view, exec_mappings, \
+    functions, heap_counters_zero, live_snapshot, main, mapping_differences, missing, own_functions, proc_status, \
+    rss_anon_bytes, stacks_through, target, touch_view, vmrss_bytes, wait_snapshot, wait_until
 
 LOOP = target("attach_loop")
 THREADS = target("attach_threads")
@@ -328,6 +328,44 @@ def test_kill_9_of_ptfil_group_leaves_target_intact():
     assert (status, out) == want, "after 3 kills of ptfil's group: %r, untraced %r" % ((status, out), want)
 
 
+def test_kill_9_of_any_ptfil_process_under_touch():
+    """The touch view (the default for C programs) writes nothing into the target: a SIGKILL of the
+    process the user started, of the tracing process alone (the OOM killer's choice, `kill -9` of the
+    pid in TracerPid) or of both (`pkill -9 ptfil`) leaves attach_loop running, its code its files',
+    and it ends as an untraced run does. Three kills of each, one after another, while its calloc of
+    192 KiB goes through mmap and munmap every 10 ms. (On the alloc view a SIGKILL of the tracing
+    process is fatal to the target: README, "Attaching to a running process".)"""
+    want = bare_loop()
+    with Attached([LOOP, ITERATIONS]) as a:
+        code_before = exec_mappings(a.pid)
+        for cycle, who in enumerate(("front", "tracer", "both") * 3):
+            a.attach("--charge=touch", wait=False)
+            try:
+                a.wait_attached()
+            except AssertionError:
+                a.ptfil.wait(timeout=30)
+                err = "\n".join(a.err.lines)
+                if FAULT_PATH_REFUSED in err:
+                    raise missing("the touch view is refused here: " + err.strip())
+                raise
+            tracer = a.tracers[-1]
+            time.sleep(0.3)  # some 30 large blocks mapped and unmapped meanwhile
+            if who in ("front", "both"):
+                os.kill(a.ptfil.pid, signal.SIGKILL)
+            if who in ("tracer", "both"):
+                os.kill(tracer, signal.SIGKILL)
+            a.ptfil.wait(timeout=30)
+            wait_until(lambda: a.status("TracerPid") == "0", 30, "TracerPid 0 after kill -9 of the %s" % who)
+            wait_until(lambda: proc_status(tracer, "State") in (None, "Z (zombie)"), 30,
+                       "ptfil's tracing process to end")
+            assert a.running(), "cycle %d (kill of the %s): the target died: %r" % (cycle, who, a.target_stderr())
+            diffs = mapping_differences(code_before, exec_mappings(a.pid), same_set=False)
+            assert not diffs, "cycle %d (kill of the %s): the target's code changed:\n%s" % (cycle, who, "\n".join(diffs))
+        os.kill(a.pid, signal.SIGUSR2)
+        status, out = a.target_finish()
+    assert (status, out) == want, "after 9 kills: %r, untraced %r" % ((status, out), want)
+
+
 def stopped_target(when):
     """attach_loop stopped by SIGSTOP before the attach or while attached stays stopped through the
     detach (State T, no tracer), and on SIGCONT finishes as an untraced run does."""
@@ -373,7 +411,7 @@ def test_stopped_while_attached_stays_stopped():
 
 
 if __name__ == "__main__":
-    main([test_raw_syscall_mapping_found_by_reconciling, test_leave_on_sigint, test_leave_on_duration, test_leave_on_sigterm, test_leave_on_sighup,
+    main([test_kill_9_of_any_ptfil_process_under_touch, test_raw_syscall_mapping_found_by_reconciling, test_leave_on_sigint, test_leave_on_duration, test_leave_on_sigterm, test_leave_on_sighup,
           test_threads_attributed, test_sigusr1_writes_live_state, test_kill_9_leaves_last_peak_and_target_runs,
           test_kill_9_of_ptfil_group_leaves_target_intact,
           test_stopped_before_attach_stays_stopped, test_stopped_while_attached_stays_stopped])
