@@ -1369,6 +1369,12 @@ int sym_dynamic(const struct sym_file *f, const char *name, uint64_t *offset)
 	return dynamic(f, name, 0, offset, NULL);
 }
 
+int sym_is_glibc(const struct sym_file *f)
+{
+	uint64_t off;
+	return f && sym_dynamic(f, "gnu_get_libc_version", &off) == 0;
+}
+
 int sym_dynamic_extent(const struct sym_file *f, const char *name, uint64_t *offset, uint64_t *size)
 {
 	return dynamic(f, name, 0, offset, size);

@@ -139,6 +139,12 @@ int sym_eh_frame_hdr(const struct sym_file *f, uint64_t *offset, uint64_t *size)
  * object does not define it.
  */
 int sym_dynamic(const struct sym_file *f, const char *name, uint64_t *offset);
+/*
+ * True when f is glibc's libc (it exports gnu_get_libc_version): its malloc
+ * family's blocks carry glibc's chunk header, and its malloc returns only
+ * through ret instructions. False for NULL.
+ */
+int sym_is_glibc(const struct sym_file *f);
 /* The same, with the function's size in bytes (st_size) in *size. */
 int sym_dynamic_extent(const struct sym_file *f, const char *name, uint64_t *offset, uint64_t *size);
 /* The same for an exported data object (a variable). */

@@ -403,7 +403,14 @@ START_TEST(test_libc_malloc)
 	ck_assert_ptr_nonnull(name);
 	ck_assert_str_eq(name, "malloc");
 	ck_assert_uint_eq(delta, size / 2);
+	/* glibc's libc is told apart from other objects (libm: glibc's too, but no malloc of its own). */
+	ck_assert(sym_is_glibc(f));
 	sym_close(f);
+	struct sym_file *m = sym_open("/lib/x86_64-linux-gnu/libm.so.6");
+	ck_assert_ptr_nonnull(m);
+	ck_assert(!sym_is_glibc(m));
+	ck_assert(!sym_is_glibc(NULL));
+	sym_close(m);
 }
 END_TEST
 

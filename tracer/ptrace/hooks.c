@@ -248,7 +248,7 @@ static int exits_here(const struct hooks_mem *mem, const struct modreg_entry *e,
 		      struct pending *p, size_t *n, struct hooks_exit_fn *xf)
 {
 	uint64_t off, size, at[EXITS_MAX];
-	if ((fn != HOOK_MALLOC && fn != HOOK_CALLOC) || sym_dynamic(e->sym, "gnu_get_libc_version", &off) ||
+	if ((fn != HOOK_MALLOC && fn != HOOK_CALLOC) || !sym_is_glibc(e->sym) ||
 	    sym_dynamic_extent(e->sym, hook_names[fn], &off, &size))
 		return 0;
 	size_t k = exits_of(e->sym, hook_names[fn], at, EXITS_MAX);

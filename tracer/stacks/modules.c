@@ -85,10 +85,8 @@ int modreg_is_glibc(struct modreg *r, uint32_t gid)
 	if (gid >= r->n)
 		return 0;
 	struct modreg_entry *e = &r->v[gid];
-	if (!e->glibc) {
-		uint64_t off;
-		e->glibc = e->sym && !e->copy && sym_dynamic(e->sym, "gnu_get_libc_version", &off) == 0 ? 1 : -1;
-	}
+	if (!e->glibc)
+		e->glibc = !e->copy && sym_is_glibc(e->sym) ? 1 : -1;
 	return e->glibc > 0;
 }
 

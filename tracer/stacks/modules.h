@@ -86,9 +86,9 @@ void modreg_fin(struct modreg *r);
  */
 void modreg_warm(struct modreg *r);
 /*
- * True when registry entry gid is glibc's libc (it defines
- * gnu_get_libc_version): its heap blocks carry glibc's chunk header, which
- * gives their usable size (memory/alloc.h). Looked up once per entry.
+ * True when registry entry gid is glibc's libc (sym_is_glibc): its heap
+ * blocks carry glibc's chunk header, which gives their usable size
+ * (memory/alloc.h). Looked up once per entry.
  */
 int modreg_is_glibc(struct modreg *r, uint32_t gid);
 /* True when registry entries a and b are the same mapping of the same file (same path, base, device and inode). */
