@@ -298,6 +298,17 @@ def test_kill_9_leaves_last_peak_and_target_runs():
         release_threads(a)
 
 
+def check_intact_after_kill(a, tracer, code_before, what):
+    """After a SIGKILL of some ptfil process: ptfil's front and its tracing process end, the target is
+    traced by no one, runs, and its code reads as its files' again."""
+    a.ptfil.wait(timeout=30)
+    wait_until(lambda: a.status("TracerPid") == "0", 30, "TracerPid 0 after %s" % what)
+    wait_until(lambda: proc_status(tracer, "State") in (None, "Z (zombie)"), 30, "ptfil's tracing process to end")
+    assert a.running(), "%s: the target died: %r" % (what, a.target_stderr())
+    diffs = mapping_differences(code_before, exec_mappings(a.pid), same_set=False)
+    assert not diffs, "%s: the target's code changed:\n%s" % (what, "\n".join(diffs))
+
+
 def test_kill_9_of_ptfil_group_leaves_target_intact():
     """kill -9 of ptfil's whole process group (kill -9 -- -PGID: a user's, a service manager's or a
     container's stop), three times in a row, while attached to attach_loop, whose calloc of 192 KiB
@@ -316,13 +327,7 @@ def test_kill_9_of_ptfil_group_leaves_target_intact():
                 a.err.wait_for(lambda s: "breakpoints are in process %d's code while attached" % a.pid in s, 10)
             time.sleep(0.5)  # some 50 large blocks mapped and unmapped through the hooked wrappers
             os.killpg(a.ptfil.pid, signal.SIGKILL)
-            a.ptfil.wait(timeout=30)
-            wait_until(lambda: a.status("TracerPid") == "0", 30, "TracerPid 0 after kill -9 of ptfil's group")
-            wait_until(lambda: proc_status(tracer, "State") in (None, "Z (zombie)"), 30,
-                       "ptfil's tracing process to end")
-            assert a.running(), "cycle %d: the target died: %r" % (cycle, a.target_stderr())
-            diffs = mapping_differences(code_before, exec_mappings(a.pid), same_set=False)
-            assert not diffs, "cycle %d: the target's code changed:\n%s" % (cycle, "\n".join(diffs))
+            check_intact_after_kill(a, tracer, code_before, "cycle %d (kill -9 of ptfil's group)" % cycle)
         os.kill(a.pid, signal.SIGUSR2)
         status, out = a.target_finish()
     assert (status, out) == want, "after 3 kills of ptfil's group: %r, untraced %r" % ((status, out), want)
@@ -354,13 +359,7 @@ def test_kill_9_of_any_ptfil_process_under_touch():
                 os.kill(a.ptfil.pid, signal.SIGKILL)
             if who in ("tracer", "both"):
                 os.kill(tracer, signal.SIGKILL)
-            a.ptfil.wait(timeout=30)
-            wait_until(lambda: a.status("TracerPid") == "0", 30, "TracerPid 0 after kill -9 of the %s" % who)
-            wait_until(lambda: proc_status(tracer, "State") in (None, "Z (zombie)"), 30,
-                       "ptfil's tracing process to end")
-            assert a.running(), "cycle %d (kill of the %s): the target died: %r" % (cycle, who, a.target_stderr())
-            diffs = mapping_differences(code_before, exec_mappings(a.pid), same_set=False)
-            assert not diffs, "cycle %d (kill of the %s): the target's code changed:\n%s" % (cycle, who, "\n".join(diffs))
+            check_intact_after_kill(a, tracer, code_before, "cycle %d (kill -9 of the %s)" % (cycle, who))
         os.kill(a.pid, signal.SIGUSR2)
         status, out = a.target_finish()
     assert (status, out) == want, "after 9 kills: %r, untraced %r" % ((status, out), want)
