@@ -134,14 +134,14 @@ int ledger_remove(struct ledger *l, uint64_t start, uint64_t end)
 		l->n_segs--;
 		/* Keep the parts outside [start, end), measured anew. */
 		if (s.start < start) {
-			struct ledger_seg lo = { s.start, start, 0, s.stack, s.cap, s.excl };
+			struct ledger_seg lo = { s.start, start, 0, s.stack, s.cap, s.excl, s.born };
 			if (insert_at(l, i, &lo))
 				return -1;
 			remeasure(l, &l->segs[i]);
 			i++;
 		}
 		if (s.end > end) {
-			struct ledger_seg hi = { end, s.end, 0, s.stack, s.cap, s.excl };
+			struct ledger_seg hi = { end, s.end, 0, s.stack, s.cap, s.excl, s.born };
 			if (insert_at(l, i, &hi))
 				return -1;
 			remeasure(l, &l->segs[i]);
@@ -158,7 +158,7 @@ int ledger_add(struct ledger *l, uint64_t start, uint64_t end, uint32_t stack, c
 	if (ensure_stack(l, stack) || ledger_remove(l, start, end))
 		return -1;
 	l->kind[stack] = kind;
-	struct ledger_seg s = { start, end, 0, stack, UINT64_MAX, 0 };
+	struct ledger_seg s = { start, end, 0, stack, UINT64_MAX, 0, l->epoch++ };
 	size_t i = first_after(l, start);
 	if (insert_at(l, i, &s))
 		return -1;
@@ -218,7 +218,36 @@ void ledger_sub_bytes(struct ledger *l, uint32_t stack, uint64_t bytes, uint64_t
 	l->reserved -= bytes;
 }
 
+uint64_t ledger_epoch(const struct ledger *l)
+{
+	return l->epoch;
+}
+
+int ledger_remove_older(struct ledger *l, uint64_t start, uint64_t end, uint64_t epoch)
+{
+	uint64_t cur = start;
+	while (cur < end) {
+		/* The gap up to the next range added since epoch goes; that range stays. */
+		uint64_t upto = end, resume = end;
+		for (size_t i = first_after(l, cur); i < l->n_segs && l->segs[i].start < end; i++)
+			if (l->segs[i].born >= epoch) {
+				upto = l->segs[i].start > cur ? l->segs[i].start : cur;
+				resume = l->segs[i].end;
+				break;
+			}
+		if (ledger_remove(l, cur, upto))
+			return -1;
+		cur = resume;
+	}
+	return 0;
+}
+
 int ledger_move(struct ledger *l, uint64_t from, uint64_t len, uint64_t to)
+{
+	return ledger_move_older(l, from, len, to, UINT64_MAX);
+}
+
+int ledger_move_older(struct ledger *l, uint64_t from, uint64_t len, uint64_t to, uint64_t epoch)
 {
 	if (!len || from == to)
 		return 0;
@@ -235,6 +264,8 @@ int ledger_move(struct ledger *l, uint64_t from, uint64_t len, uint64_t to)
 			return -1;
 		for (size_t j = i; j < l->n_segs && l->segs[j].start < end; j++) {
 			struct ledger_seg s = l->segs[j];
+			if (s.born >= epoch)
+				continue;
 			if (s.start < from)
 				s.start = from;
 			if (s.end > end)
@@ -242,7 +273,7 @@ int ledger_move(struct ledger *l, uint64_t from, uint64_t len, uint64_t to)
 			moved[n++] = s;
 		}
 	}
-	int rc = ledger_remove(l, from, end);
+	int rc = ledger_remove_older(l, from, end, epoch);
 	if (!rc)
 		rc = ledger_remove(l, to, to + len);
 	for (size_t k = 0; !rc && k < n; k++) {

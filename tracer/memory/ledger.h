@@ -20,6 +20,7 @@ struct ledger_seg {
 	uint32_t stack;
 	uint64_t cap;       /* the charge never rises above this; UINT64_MAX for none */
 	int excl;           /* inherited at fork: measured by its pages mapped here only (measure_excl) */
+	uint64_t born;      /* the ledger's epoch when the range was added (kept by its pieces and moves) */
 };
 
 struct ledger_charge {
@@ -46,6 +47,7 @@ struct ledger {
 	ledger_measure_fn measure_excl;                     /* pages mapped by this process alone */
 	void *measure_arg;
 	uint64_t measures;                                  /* calls to measure, for counters */
+	uint64_t epoch;                                     /* ranges added so far (ledger_epoch) */
 };
 
 /* Storage is the caller's; ledger_fin frees the arrays. */
@@ -84,6 +86,20 @@ void ledger_sub_bytes(struct ledger *l, uint32_t stack, uint64_t bytes, uint64_t
 int ledger_remove(struct ledger *l, uint64_t start, uint64_t end);
 /* Moves what lies in [from, from+len) to start at to (mremap), replacing what was there. */
 int ledger_move(struct ledger *l, uint64_t from, uint64_t len, uint64_t to);
+/*
+ * A call's release seen at its end, after other threads' calls that the
+ * kernel made later may have been seen already: a munmap returns, another
+ * thread's mmap is given the same addresses, and the tracer hears of the mmap
+ * first. ledger_epoch, taken at the release's start, marks the ranges that
+ * were there; the _older forms leave alone every range added since, which
+ * the released call cannot have reached (its addresses were not mapped when
+ * it ran, or the program unmapped memory another thread was still mapping).
+ * A move loses what the newer range took of its source when it was added
+ * (cut away then as an overlap): that part is not charged at the destination.
+ */
+uint64_t ledger_epoch(const struct ledger *l);
+int ledger_remove_older(struct ledger *l, uint64_t start, uint64_t end, uint64_t epoch);
+int ledger_move_older(struct ledger *l, uint64_t from, uint64_t len, uint64_t to, uint64_t epoch);
 /* Measures again every range overlapping [start, end). */
 void ledger_refresh(struct ledger *l, uint64_t start, uint64_t end);
 void ledger_refresh_all(struct ledger *l);

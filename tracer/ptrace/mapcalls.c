@@ -263,6 +263,7 @@ static int begin_call(struct tracer *T, struct tracee *t, long nr, const uint64_
 	sc->nr = nr;
 	memcpy(sc->args, a, sizeof(sc->args));
 	struct ledger *l = p->ledger;
+	sc->epoch = ledger_epoch(l);
 	sc->heap = nr != SYS_execve && nr != SYS_execveat && in_allocator(T, t, nr, regs);
 	/*
 	 * The touch view follows every release, the allocator's own too (a trim, a
@@ -360,8 +361,9 @@ void sysc_end(struct tracer *T, struct tracee *t, uint64_t ret, const struct use
 		return;
 	}
 	case SYS_munmap:
+		/* Not what another thread mapped there since, and the tracer saw first. */
 		if (!is_err(ret))
-			ledger_remove(l, a[0], a[0] + page_up(a[1]));
+			ledger_remove_older(l, a[0], a[0] + page_up(a[1]), sc->epoch);
 		return;
 	case SYS_mremap: {
 		if (is_err(ret))
@@ -376,9 +378,9 @@ void sysc_end(struct tracer *T, struct tracee *t, uint64_t ret, const struct use
 		}
 		uint64_t kept = newlen < oldlen ? newlen : oldlen;
 		if (newlen < oldlen)
-			ledger_remove(l, old + newlen, old + oldlen);
+			ledger_remove_older(l, old + newlen, old + oldlen, sc->epoch);
 		if (ret != old)
-			ledger_move(l, old, kept, ret);
+			ledger_move_older(l, old, kept, ret, sc->epoch);
 		if (newlen > oldlen)
 			add_range(T, p, ret + oldlen, ret + newlen, call_stack(T, t, regs), SNAP_KIND_MMAP);
 		return;
@@ -395,7 +397,7 @@ void sysc_end(struct tracer *T, struct tracee *t, uint64_t ret, const struct use
 		if (now > p->brk_cur)
 			add_range(T, p, p->brk_cur, now, call_stack(T, t, regs), SNAP_KIND_BRK);
 		else if (now < p->brk_cur)
-			ledger_remove(l, now, p->brk_cur);
+			ledger_remove_older(l, now, p->brk_cur, sc->epoch);
 		p->brk_cur = now;
 		return;
 	}

@@ -20,6 +20,7 @@ struct sc_call {
 	int heap;              /* the allocator's own call (inside a malloc-family call): its blocks are charged instead */
 	uint32_t stack;        /* a wrapped call's stack, taken at its entry; STACKS_FAILED when none */
 	int moving;            /* an mremap between its entry and exit stops (the touch view's pages may be moving) */
+	uint64_t epoch;        /* the ledger's epoch at the entry: what the call can release (ledger_remove_older) */
 };
 
 /* At a seccomp stop of thread t: returns the ptrace request to restart it with. */
