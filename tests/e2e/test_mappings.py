@@ -13,12 +13,13 @@ import time
 
 sys.path.insert(0, os.path.dirname(__file__))
 from ptfiltest import MiB, Attached, anon_watch, bare, charged_through, check_anon_peak, check_near, check_view, \
-    exec_mappings, functions, heap_counters_zero, launch, main, mapping_differences, reserved_through, stacks_through, \
+    exec_mappings, functions, heap_counters_zero, launch, launched, main, mapping_differences, reserved_through, stacks_through, \
     target, touch_view, view
 
 CHAIN = [target("heap_chain"), "chain"]
 SEED = [target("sparse_threads")]
 THREADS = target("attach_threads")
+REUSE = target("reuse")
 CHAIN_BYTES = 2000 * 10000
 
 
@@ -130,5 +131,21 @@ def test_attach_wrappers_only():
         check_near("the workers' memset", by_memset, 24 * MiB, rel=0.05)
 
 
+def test_threads_meeting_at_reused_addresses():
+    """A munmap's return and another thread's mmap of the same addresses, which ptfil hears of in either
+    order: each of keeper's 64 blocks, mapped where churn's pages just were, stays charged to keeper."""
+    r, doc = launched([REUSE])
+    assert r.stdout == b"done\n", r.stdout
+    keeper_at_end = charged_through(doc, "keeper", key="live_at_end")
+    check_near("keeper's blocks at the end", keeper_at_end, 64 * MiB, rel=0.01)
+    if not touch_view():
+        assert reserved_through(doc, "keeper", key="live_at_end") == 64 * MiB, doc["live_at_end"]
+    # The peak: keeper's 63 or 64 MiB and churn's 2 or 3 MiB of the last round.
+    peak = doc["peak"]["charged_bytes"]
+    assert 65 * MiB <= peak <= 67.5 * MiB, peak / MiB
+    assert charged_through(doc, "keeper") >= 63 * MiB - 64 * 1024, charged_through(doc, "keeper") / MiB
+
+
 if __name__ == "__main__":
-    main([test_launch_brk_growth_charged_to_its_stack, test_launch_seed_same_attribution, test_attach_wrappers_only])
+    main([test_launch_brk_growth_charged_to_its_stack, test_launch_seed_same_attribution, test_attach_wrappers_only,
+          test_threads_meeting_at_reused_addresses])

@@ -218,7 +218,8 @@ static void touch_end(struct tracer *T, struct proc *p, const struct sc_call *sc
 			alloc_released(T, p, ret, ret + page_up(a[1]));
 		return;
 	case SYS_munmap:
-		alloc_released(T, p, a[0], a[0] + page_up(a[1]));
+		if (sc->unmapping)
+			alloc_released(T, p, a[0], a[0] + page_up(a[1]));
 		return;
 	case SYS_mremap:
 		/* Under attach (wrapper stops) the fault path's record, drained before this stop, moved them. */
@@ -244,7 +245,32 @@ int sysc_begin(struct tracer *T, struct tracee *t, long nr, const uint64_t a[6],
 {
 	int see_exit = begin_call(T, t, nr, a, regs);
 	t->sc->moving = see_exit && nr == SYS_mremap && t->p->touch;
+	t->sc->unmapping = see_exit && nr == SYS_munmap && t->p->touch;
 	return see_exit;
+}
+
+/*
+ * A new mapping [start, end) of thread t's: another thread's munmap whose
+ * exit stop has not been handled yet, though the kernel has done it (this
+ * mmap was given some of its addresses), is released in the touch view now,
+ * after the faults so far and before t can fault the same addresses in
+ * again: exit stops come in waitpid's order, not the kernel's, and its
+ * release at its own exit would take t's new pages away.
+ */
+static void settle_reused(struct tracer *T, struct tracee *t, uint64_t start, uint64_t end)
+{
+	for (size_t h = 0; h < TRACER_HASH; h++)
+		for (struct tracee *o = T->threads[h]; o; o = o->hnext) {
+			if (o == t || o->p != t->p || !o->sc || !o->sc->unmapping)
+				continue;
+			uint64_t s = o->sc->args[0], e = s + page_up(o->sc->args[1]);
+			if (s >= end || start >= e)
+				continue;
+			if (T->apply_faults)
+				T->apply_faults(T);
+			alloc_released(T, t->p, s, e);
+			o->sc->unmapping = 0;
+		}
 }
 
 int sysc_moving(const struct tracer *T, const struct proc *p)
@@ -341,8 +367,12 @@ void sysc_end(struct tracer *T, struct tracee *t, uint64_t ret, const struct use
 	sc->moving = 0;
 	const uint64_t *a = sc->args;
 	struct ledger *l = p->ledger;
-	if (p->touch && !is_err(ret))
+	if (p->touch && !is_err(ret)) {
+		if (sc->nr == SYS_mmap && !(a[3] & MAP_FIXED))
+			settle_reused(T, t, ret, ret + page_up(a[1]));
 		touch_end(T, p, sc, ret);
+	}
+	sc->unmapping = 0;
 	if (sc->heap) {
 		/* The allocator's own mappings: its blocks are charged instead. Only the brk end is followed. */
 		if (sc->nr == SYS_brk && !is_err(ret))

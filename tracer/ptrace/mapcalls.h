@@ -21,6 +21,7 @@ struct sc_call {
 	uint32_t stack;        /* a wrapped call's stack, taken at its entry; STACKS_FAILED when none */
 	int moving;            /* an mremap between its entry and exit stops (the touch view's pages may be moving) */
 	uint64_t epoch;        /* the ledger's epoch at the entry: what the call can release (ledger_remove_older) */
+	int unmapping;         /* a munmap between its entry and exit stops whose pages the touch view has yet to release */
 };
 
 /* At a seccomp stop of thread t: returns the ptrace request to restart it with. */
