@@ -242,9 +242,10 @@ int lifecycle_set_view(struct tracer *T, struct proc *p)
 		return view;
 	}
 	if (p->touch) {
-		/* A new image: its peak stays, its pages are gone. */
+		/* A new image: its peak stays, its pages are gone (and so are those a look found gone). */
 		alloc_touch_settle(p);
 		pages_clear(&p->touch->pages);
+		p->touch->n_gone = 0;
 	} else if (!(p->touch = calloc(1, sizeof(*p->touch))) || alloc_touch_init(p->touch)) {
 		free(p->touch);
 		p->touch = NULL;

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/mount.h>
 #include <sys/ptrace.h>
 #include <sys/syscall.h>
@@ -534,53 +535,80 @@ static void mark_present(void *ctx, uint64_t start, uint64_t end)
 	}
 }
 
-/* Ranges found not resident, released after the look (struct kf_moves says whether it holds). */
-struct gone {
-	struct gone_range { uint64_t start, end; } *v;
-	size_t n, cap;
-};
-
-static int gone_add(struct gone *g, uint64_t start, uint64_t end)
+/* CLOCK_MONOTONIC in ns: the clock of the records' times (bpf_ktime_get_ns). */
+static uint64_t monotonic_ns(void)
 {
-	if (g->n && g->v[g->n - 1].end == start) {
-		g->v[g->n - 1].end = end;
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* Adds [start, end) to p's ranges found gone (struct touch's gone). Returns 0, or -1 out of memory. */
+static int gone_add(struct touch *tv, uint64_t start, uint64_t end)
+{
+	if (tv->n_gone && tv->gone[tv->n_gone - 1].end == start) {
+		tv->gone[tv->n_gone - 1].end = end;
 		return 0;
 	}
-	if (g->n == g->cap) {
-		size_t cap = g->cap ? 2 * g->cap : 64;
-		struct gone_range *v = realloc(g->v, cap * sizeof(*v));
+	if (tv->n_gone == tv->cap_gone) {
+		size_t cap = tv->cap_gone ? 2 * tv->cap_gone : 64;
+		struct touch_range *v = realloc(tv->gone, cap * sizeof(*v));
 		if (!v)
 			return -1;
-		g->v = v;
-		g->cap = cap;
+		tv->gone = v;
+		tv->cap_gone = cap;
 	}
-	g->v[g->n++] = (struct gone_range){ start, end };
+	tv->gone[tv->n_gone++] = (struct touch_range){ start, end };
 	return 0;
+}
+
+/* The ranges a look found gone released, the peak settled first (alloc_released). */
+static void gone_apply(struct tracer *T, struct proc *p)
+{
+	struct touch *tv = p->touch;
+	uint64_t released = 0;
+	for (size_t k = 0; k < tv->n_gone; k++) {
+		uint64_t charged = tv->l.charged;
+		alloc_released(T, p, tv->gone[k].start, tv->gone[k].end);
+		released += charged - tv->l.charged;
+	}
+	tv->n_gone = 0;
+	T->kf->stats.scan_released += released;
 }
 
 /*
  * The pages the ledger charges that are not resident any more (unmapped with
- * no stop seen, reclaimed, swapped out, MADV_FREE'd and taken back): released,
- * the peak settled first. Not while an mremap of p is in flight or its record
- * unread, nor when one began during the look: the pages it moved are not
- * gone, and its record moves their charges. Returns the bytes released.
+ * no stop seen, reclaimed, swapped out, MADV_FREE'd and taken back). Not
+ * while an mremap of p is in flight or its record unread, nor when one began
+ * during the look: the pages it moved are not gone, and its record moves
+ * their charges.
+ *
+ * They are not released at once: faults made before the look may still be in
+ * the ring, and charged after a release they preceded they would rise from a
+ * ledger already lowered, a peak missed. The ranges wait in tv->gone, with
+ * the time of the look, for the first record after it (apply_record) or for
+ * the ring read to its end (gone_settle): the records' order, as the peak
+ * needs it.
  */
-static uint64_t scan_released(struct tracer *T, struct proc *p)
+static void scan_released(struct tracer *T, struct proc *p)
 {
 	struct touch *tv = p->touch;
 	struct kf_moves before;
 	if (!moves_settled(T, p, &before))
-		return 0;
-	uint64_t released = 0;
+		return;
+	/* A look found its ranges before this one began: they go first. */
+	if (tv->n_gone)
+		gone_apply(T, p);
 	/* Regions first (the table changes as pages go). */
 	size_t n = 0;
 	uint64_t *idx = malloc((tv->pages.n ? tv->pages.n : 1) * sizeof(*idx));
 	if (!idx)
-		return 0;
+		return;
 	for (size_t i = 0; i < tv->pages.cap && n < tv->pages.n; i++)
 		if (tv->pages.slot[i])
 			idx[n++] = tv->pages.slot[i]->index;
-	struct gone g = { NULL, 0, 0 };
+	/* Before the look: a record stamped earlier is of a fault that the look saw, or that came before a release it saw. */
+	uint64_t at = monotonic_ns();
 	int failed = 0;
 	for (size_t k = 0; k < n && !failed; k++) {
 		struct present pr;
@@ -597,7 +625,7 @@ static uint64_t scan_released(struct tracer *T, struct proc *p)
 			uint64_t j = i + 1;
 			while (j < PAGES_PER_REGION && !((pr.bits[j / 64] >> (j % 64)) & 1))
 				j++;
-			if (gone_add(&g, a, pr.base + (j << PAGES_SHIFT))) {
+			if (gone_add(tv, a, pr.base + (j << PAGES_SHIFT))) {
 				failed = 1;
 				break;
 			}
@@ -605,16 +633,31 @@ static uint64_t scan_released(struct tracer *T, struct proc *p)
 		}
 	}
 	free(idx);
-	if (!failed && moves_unchanged(T, p, &before))
-		for (size_t k = 0; k < g.n; k++) {
-			uint64_t charged = tv->l.charged;
-			alloc_released(T, p, g.v[k].start, g.v[k].end);
-			released += charged - tv->l.charged;
-		}
-	free(g.v);
+	if (failed || !moves_unchanged(T, p, &before))
+		tv->n_gone = 0;
+	tv->gone_at = at;
 	T->kf->stats.scans++;
-	T->kf->stats.scan_released += released;
-	return released;
+}
+
+/*
+ * Every look's ranges released, once the records stamped before it have been
+ * applied: the ring is read once more (not when a stop cut the reading short:
+ * the ranges then wait for the next record or drain).
+ */
+static void gone_settle(struct tracer *T)
+{
+	struct faults *f = T->kf;
+	int pending = 0;
+	for (struct proc *p = T->procs; p && !pending; p = p->next)
+		pending = p->touch && p->touch->n_gone;
+	if (!pending)
+		return;
+	ring_buffer__consume(f->rb);
+	if (f->yielded)
+		return;
+	for (struct proc *p = T->procs; p; p = p->next)
+		if (p->touch && p->touch->n_gone)
+			gone_apply(T, p);
 }
 
 /* Charges to stack every resident anonymous or private page of p that the ledger has not: a GUP, another writer. */
@@ -708,6 +751,9 @@ static void apply_record(struct tracer *T, const struct kf_rec *r, size_t len)
 	}
 	double time = (double)r->time / 1e9 - T->t0;
 	struct touch *tv = p->touch;
+	/* The first record after a look that found pages gone: their release comes before it. */
+	if (tv->n_gone && r->time > tv->gone_at)
+		gone_apply(T, p);
 	switch (r->kind) {
 	case KF_FAULT:
 	case KF_COW: {
@@ -828,6 +874,7 @@ void faults_drain(struct tracer *T)
 		tv->grow_scanned_at = now;
 		scan_grown(T, p, tv->grow_stack, now);
 	}
+	gone_settle(T);
 }
 
 void faults_poll(struct tracer *T, struct proc *p)
@@ -840,8 +887,10 @@ void faults_poll(struct tracer *T, struct proc *p)
 	uint64_t anon = resid_anon(p->resid), rss = resid_rss(p->resid);
 	if (rss >= anon)
 		tv->file_rss = rss - anon;
-	if (anon && anon < tv->l.charged)
+	if (anon && anon < tv->l.charged) {
 		scan_released(T, p);
+		gone_settle(T);
+	}
 }
 
 int faults_owns_stop(struct tracer *T, struct tracee *t, int status)

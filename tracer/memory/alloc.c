@@ -179,6 +179,9 @@ void alloc_touch_fin(struct touch *tv)
 	tv->other = NULL;
 	free(tv->links);
 	tv->links = NULL;
+	free(tv->gone);
+	tv->gone = NULL;
+	tv->n_gone = tv->cap_gone = 0;
 }
 
 static double monotonic(void)
