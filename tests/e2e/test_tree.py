@@ -351,7 +351,13 @@ def budget_run(argv, *options):
 
 
 def over_budget_lines(err):
-    return [l for l in err.splitlines() if l.startswith("ptfil: ") and "over the budget" in l]
+    """The lines that say a peak is over the budget (not those of an unprofiled child: child_over_lines)."""
+    return [l for l in err.splitlines() if l.startswith("ptfil: ") and "over the budget" in l and
+            not l.startswith("ptfil: child process ")]
+
+
+def child_over_lines(err):
+    return [l for l in err.splitlines() if l.startswith("ptfil: child process ") and "over the budget" in l]
 
 
 def check_over(argv, options, function, out, status=BUDGET_STATUS):
@@ -371,7 +377,24 @@ def check_under(argv, options, status, out):
     rc, stdout, err = budget_run(argv, *options)
     assert rc == status, "%s: exit status %d, expected the program's %d:\n%s" % (options, rc, status, err)
     assert stdout == out, stdout
+    assert not over_budget_lines(err) and not child_over_lines(err), err
+
+
+def check_child_over(argv, options, out):
+    """The main process is under the budget, an unprofiled child over it (by its VmHWM): 97, and one line
+    naming the child, its pid, and -f."""
+    rc, stdout, err = budget_run(argv, *options)
+    assert rc == BUDGET_STATUS, "%s: exit status %d, expected %d:\n%s" % (options, rc, BUDGET_STATUS, err)
+    assert stdout == out, stdout
     assert not over_budget_lines(err), err
+    lines = child_over_lines(err)
+    assert len(lines) == 1, err
+    # tree's child B: 50 MiB of its own and the parent's 20 it shares (its RSS, not a charge).
+    b = re.search(r"tree: b pid (\d+)", err).group(1)
+    m = re.match(r"ptfil: child process tree \(pid (\d+)\), not profiled, peaked at ([\d.]+) MiB RSS, over the budget", lines[0])
+    assert m and m.group(1) == b, (lines[0], b)
+    assert 50 <= float(m.group(2)) <= 80, lines[0]
+    assert "-f" in lines[0], lines[0]
 
 
 def test_max_peak():
@@ -380,9 +403,10 @@ def test_max_peak():
         check_over([TREE], ("-f", "--max-peak", size), "alloc_b", TREE_OUT)
     for size in ("100M", "2G", "%d" % (90 * MiB)):
         check_under([TREE], ("-f", "--max-peak", size), 0, TREE_OUT)
-    # Without -f the budget is the main process's own peak.
+    # Without -f the budget is the main process's own peak, and each unprofiled child's VmHWM.
     check_over([TREE], ("--max-peak", "10M"), "alloc_parent", TREE_OUT)
-    check_under([TREE], ("--max-peak", "30M"), 0, TREE_OUT)
+    check_child_over([TREE], ("--max-peak", "30M"), TREE_OUT)
+    check_under([TREE], ("--max-peak", "100M"), 0, TREE_OUT)
     # A program that fails keeps its own status, over the budget (which is still said) or not.
     check_over([FORKS, "child-image"], ("--max-peak", "1M"), "exec_image_alloc", b"child image holds 20 MiB\n", 3)
     check_under([FORKS, "child-image"], ("--max-peak", "1G"), 3, b"child image holds 20 MiB\n")

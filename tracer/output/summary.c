@@ -20,6 +20,19 @@ void summary_peak(struct proc *p, const char *path)
 	notice("snapshot written to %s; read it with: ptfil-view %s", path, path);
 }
 
+/* The program's name in an unprofiled child's command line (a compiler's runs for lines): its start, *len its length. */
+static const char *unprofiled_name(const struct tree *t, int *len)
+{
+	const char *cmd = t->unprofiled_command ? t->unprofiled_command : "?";
+	size_t n = strcspn(cmd, " ");
+	const char *base = cmd;
+	for (const char *q = cmd; q < cmd + n; q++)
+		if (*q == '/')
+			base = q + 1;
+	*len = (int)(cmd + n - base);
+	return base;
+}
+
 void summary_children(struct tracer *T)
 {
 	const struct tree *t = T->tree;
@@ -33,16 +46,11 @@ void summary_children(struct tracer *T)
 			profiled, (double)t->charged / 1048576.0, t->time);
 	if (!t->unprofiled)
 		return;
-	/* The program's name alone: a compiler's command line runs for lines. */
-	const char *cmd = t->unprofiled_command ? t->unprofiled_command : "?";
-	size_t len = strcspn(cmd, " ");
-	const char *base = cmd;
-	for (const char *q = cmd; q < cmd + len; q++)
-		if (*q == '/')
-			base = q + 1;
+	int len;
+	const char *base = unprofiled_name(t, &len);
 	notice("%llu child process%s %s not profiled; the largest, %.*s (pid %d), peaked at %.1f MiB RSS: "
 		"--follow-forks profiles them", (unsigned long long)t->unprofiled,
-		t->unprofiled == 1 ? "" : "es", t->unprofiled == 1 ? "was" : "were", (int)(cmd + len - base), base,
+		t->unprofiled == 1 ? "" : "es", t->unprofiled == 1 ? "was" : "were", len, base,
 		(int)t->unprofiled_pid, (double)t->unprofiled_hwm / 1048576.0);
 }
 
@@ -71,13 +79,31 @@ int summary_budget(struct tracer *T, struct proc *p, int rc)
 				node = (uint32_t)j;
 			}
 	}
-	if (peak <= T->opts.max_peak)
+	int over = peak > T->opts.max_peak;
+	if (over) {
+		char *stack = export_stack_text(T, node, 4);
+		error("%s %.1f MiB is over the budget of %.1f MiB (--max-peak); top stack, %.1f MiB in pid %d: %s",
+			what, (double)peak / 1048576.0, (double)T->opts.max_peak / 1048576.0,
+			(double)charged / 1048576.0, (int)who, stack ? stack : "?");
+		free(stack);
+	}
+	/*
+	 * The budget is the whole tree's: a child that ran unprofiled (no -f) is
+	 * measured by its own high-water mark, all it had resident at once
+	 * (shared pages too: more than it would be charged), and fails the run
+	 * just as well.
+	 */
+	const struct tree *t = T->tree;
+	if (t->unprofiled && t->unprofiled_hwm > T->opts.max_peak) {
+		int len;
+		const char *base = unprofiled_name(t, &len);
+		error("child process %.*s (pid %d), not profiled, peaked at %.1f MiB RSS, over the budget of %.1f MiB "
+		      "(--max-peak); --follow-forks (-f) profiles it", len, base, (int)t->unprofiled_pid,
+		      (double)t->unprofiled_hwm / 1048576.0, (double)T->opts.max_peak / 1048576.0);
+		over = 1;
+	}
+	if (!over)
 		return rc;
-	char *stack = export_stack_text(T, node, 4);
-	error("%s %.1f MiB is over the budget of %.1f MiB (--max-peak); top stack, %.1f MiB in pid %d: %s",
-		what, (double)peak / 1048576.0, (double)T->opts.max_peak / 1048576.0,
-		(double)charged / 1048576.0, (int)who, stack ? stack : "?");
-	free(stack);
 	/* A program that failed says so first: its own status is kept. */
 	return rc == 0 ? PTFIL_EXIT_OVER_BUDGET : rc;
 }
