@@ -13,6 +13,15 @@
 
 #define DEFAULT_INTERVAL_MS 100
 
+/* On a usage error: the synopsis and where the rest is, not the whole help. */
+static void short_usage(void)
+{
+	fprintf(stderr,
+		"Usage: ptfil launch [OPTIONS] -- PROGRAM [ARGS...]\n"
+		"       ptfil attach [OPTIONS] PID\n"
+		"Try 'ptfil --help' for more information.\n");
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -238,7 +247,8 @@ static int cmd_run(int argc, char **argv, int attach)
 	o.exact_sizes = exact && *exact && strcmp(exact, "0") != 0;
 	int c;
 	/* '+': stop at the program's name, so its own options stay its own. */
-	while ((c = getopt_long(argc, argv, "+o:i:l:e:c:xfmnd:M:LqhV", longopts, NULL)) != -1) {
+	opterr = 0; /* said here, as "ptfil: ...", not as getopt's "launch: ..." */
+	while ((c = getopt_long(argc, argv, "+:o:i:l:e:c:xfmnd:M:LqhV", longopts, NULL)) != -1) {
 		switch (c) {
 		case 'o': o.output = optarg; break;
 		case 'i': o.interval_ms = parse_ms(optarg); break;
@@ -273,7 +283,18 @@ static int cmd_run(int argc, char **argv, int attach)
 			break;
 		case 'h': usage(stdout); return 0;
 		case 'V': printf("ptfil %s\n", PTFIL_VERSION); return 0;
-		default: usage(stderr); return 2;
+		case ':':
+		default: {
+			/* A short option by its letter (it may be grouped: -qZ), a long one as it was written. */
+			char letter[3] = { '-', (char)optopt, 0 };
+			const char *opt = optopt && strncmp(argv[optind - 1], "--", 2) ? letter : argv[optind - 1];
+			if (c == ':')
+				error("option '%s' needs an argument", opt);
+			else
+				error("unknown option '%s'", opt);
+			short_usage();
+			return 2;
+		}
 		}
 	}
 	if (attach) {
@@ -305,7 +326,7 @@ int main(int argc, char **argv)
 {
 	error_set_progname("ptfil");
 	if (argc < 2) {
-		usage(stderr);
+		short_usage();
 		return 2;
 	}
 	const char *cmd = argv[1];

@@ -24,6 +24,15 @@ def test_usage_errors_exit_2():
         r = ptfil(*args)
         assert r.returncode == 2, (args, r.returncode, r.stderr)
         assert r.stderr, args
+        # What went wrong and where the rest is, not the whole help.
+        lines = r.stderr.decode().splitlines()
+        assert len(lines) <= 4, (args, lines)
+        assert "Profile the peak memory" not in r.stderr.decode(), (args, lines)
+    for args in ([], ["launch", "--no-such-option", "--", "/bin/true"]):
+        err = ptfil(*args).stderr.decode()
+        assert "Usage: ptfil launch" in err and "ptfil --help" in err, (args, err)
+    err = ptfil("launch", "--no-such-option", "--", "/bin/true").stderr.decode()
+    assert err.startswith("ptfil: unknown option '--no-such-option'"), err
 
 
 def test_missing_program_127():
