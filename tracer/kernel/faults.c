@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <sys/mount.h>
 #include <sys/ptrace.h>
 #include <sys/syscall.h>
@@ -535,14 +534,6 @@ static void mark_present(void *ctx, uint64_t start, uint64_t end)
 	}
 }
 
-/* CLOCK_MONOTONIC in ns: the clock of the records' times (bpf_ktime_get_ns). */
-static uint64_t monotonic_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* Adds [start, end) to p's ranges found gone (struct touch's gone). Returns 0, or -1 out of memory. */
 static int gone_add(struct touch *tv, uint64_t start, uint64_t end)
 {
@@ -608,7 +599,7 @@ static void scan_released(struct tracer *T, struct proc *p)
 		if (tv->pages.slot[i])
 			idx[n++] = tv->pages.slot[i]->index;
 	/* Before the look: a record stamped earlier is of a fault that the look saw, or that came before a release it saw. */
-	uint64_t at = monotonic_ns();
+	double at = tracer_now(T);
 	int failed = 0;
 	for (size_t k = 0; k < n && !failed; k++) {
 		struct present pr;
@@ -752,7 +743,7 @@ static void apply_record(struct tracer *T, const struct kf_rec *r, size_t len)
 	double time = (double)r->time / 1e9 - T->t0;
 	struct touch *tv = p->touch;
 	/* The first record after a look that found pages gone: their release comes before it. */
-	if (tv->n_gone && r->time > tv->gone_at)
+	if (tv->n_gone && time > tv->gone_at)
 		gone_apply(T, p);
 	switch (r->kind) {
 	case KF_FAULT:

@@ -134,14 +134,14 @@ struct touch {
 	double released_scanned_rec;   /* the record time (s) of the shrink record last scanned at (attach) */
 	uint64_t moves_applied;        /* the number of the last mremap record applied (faults_rec.h, struct kf_moves) */
 	/*
-	 * Ranges that a look at the pages found gone, at gone_at (ns, the
-	 * records' clock): released in the records' order, before the first
-	 * record stamped after that moment or once the ring is read to its end
-	 * (kernel/faults.c, scan_released). Owned.
+	 * Ranges that a look at the pages found gone, at gone_at (tracer_now,
+	 * the clock the records' times are read in): released in the records'
+	 * order, before the first record stamped after that moment or once the
+	 * ring is read to its end (kernel/faults.c, scan_released). Owned.
 	 */
 	struct touch_range { uint64_t start, end; } *gone;
 	size_t n_gone, cap_gone;
-	uint64_t gone_at;
+	double gone_at;
 	/*
 	 * Both views (--charge both): of what each touch stack made resident, the
 	 * bytes inside ranges (mappings, large blocks) each alloc stack reserved,
