@@ -2,6 +2,7 @@
 #include "tools/flame.h"
 #include "tools/view.h"
 #include "common/error.h"
+#include "common/fold.h"
 #include "common/grow.h"
 
 #include <stdlib.h>
@@ -65,45 +66,10 @@ static void put_safe(char *buf, size_t *len, const char *text, size_t limit)
 	buf[*len] = '\0';
 }
 
-/* Whether p starts "python3.N/" (or "python3.Nt/", a free-threaded build): then its length, else 0. */
-static size_t python_dir(const char *p)
-{
-	size_t n = 0;
-	if (strncmp(p, "python3.", 8) != 0)
-		return 0;
-	n = 8;
-	if (p[n] < '0' || p[n] > '9')
-		return 0;
-	while (p[n] >= '0' && p[n] <= '9')
-		n++;
-	if (p[n] == 't')
-		n++;
-	return p[n] == '/' ? n + 1 : 0;
-}
-
 const char *flame_python_file(const char *file)
 {
-	static const char *const sites[] = { "/site-packages/", "/dist-packages/" };
-	const char *best = NULL, *q;
-
-	for (size_t i = 0; i < sizeof(sites) / sizeof(sites[0]); i++)
-		for (const char *p = file; (q = strstr(p, sites[i])); p = q + 1)
-			if (q[strlen(sites[i])] && (!best || q + strlen(sites[i]) > best))
-				best = q + strlen(sites[i]);
-	if (best)
-		return best;
-	/* The standard library: /usr/lib/python3.11/json/decoder.py, a venv's or pyenv's lib/python3.12/... */
-	for (const char *p = file; (q = strstr(p, "/lib")); p = q + 1) {
-		const char *d = q + 4;
-		if (d[0] == '6' && d[1] == '4')
-			d += 2;
-		if (*d != '/')
-			continue;
-		size_t n = python_dir(d + 1);
-		if (n && d[1 + n])
-			best = d + 1 + n;
-	}
-	return best ? best : file;
+	const char *lib = fold_python_library(file);
+	return lib ? lib : file;
 }
 
 /* Appends at most max bytes of text to raw at *n. */

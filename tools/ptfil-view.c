@@ -57,7 +57,15 @@ static void usage(FILE *out)
 		"                     (default %d, and 20 processes; 0 for all); JSON lists\n"
 		"                     every stack unless --top is given\n"
 		"  -d, --depth N      show at most N frames per stack in the report (default: 12,\n"
-		"                     fewer when many stacks are shown, so each stays short)\n"
+		"                     fewer when many stacks are shown, so each stays short);\n"
+		"                     your own code's frames are shown past it\n"
+		"      --own PATH     your code is the files and modules under PATH (again for\n"
+		"                     more): it anchors each stack and 'your lines'; without\n"
+		"                     it, what is not Python's library, site-packages or the\n"
+		"                     system's\n"
+		"      --raw-frames   every frame as recorded: no folding of Python's import\n"
+		"                     machinery into '[import MODULE]' or of a module's unnamed\n"
+		"                     native frames into one (JSON is never folded)\n"
 		"  -h, --help         show this help and exit\n"
 		"  -V, --version      show the version and exit\n"
 		"\n"
@@ -257,6 +265,8 @@ int main(int argc, char **argv)
 		{ "pid", required_argument, NULL, 'p' },
 		{ "top", required_argument, NULL, 'n' },
 		{ "depth", required_argument, NULL, 'd' },
+		{ "own", required_argument, NULL, 'O' },
+		{ "raw-frames", no_argument, NULL, 'R' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
@@ -265,6 +275,7 @@ int main(int argc, char **argv)
 	enum format fmt = FMT_TEXT;
 	const char *output = NULL;
 	int diff = 0, c, pid = 0;
+	struct fold_own own = { NULL, 0 };
 
 	error_set_progname("ptfil-view");
 	opterr = 0;
@@ -298,6 +309,14 @@ int main(int argc, char **argv)
 			if (o.depth == 0)
 				usage_error("--depth must be at least 1, not '%s'", optarg);
 			break;
+		case 'O':
+			if (!*optarg)
+				usage_error("%s", "--own needs a path");
+			if (fold_own_add(&own, optarg) < 0)
+				return 1;
+			o.own = &own;
+			break;
+		case 'R': o.raw_frames = 1; break;
 		case 'h':
 			usage(stdout);
 			return 0;
@@ -342,6 +361,16 @@ int main(int argc, char **argv)
 		rc = read_process(o.name_a, &main_snap, pid, &a, &o);
 		snap_fin(&main_snap);
 	}
+	/*
+	 * Stacks read as their author's code: import machinery and unnamed
+	 * native frames folded, except in JSON (a program's input keeps every
+	 * frame) and with --raw-frames.
+	 */
+	if (rc == 0 && !o.raw_frames && fmt != FMT_JSON) {
+		struct fold_options fo = { .imports = 1, .natives = 1 };
+		if (fold_snap(&a, &fo) < 0 || (diff && fold_snap(&b, &fo) < 0))
+			rc = -1;
+	}
 	/* A followed run's flame graph is its combined peak; --pid or --live shows one process. */
 	if (rc == 0 && o.set == FLAME_PEAK && !o.one_process && a.has_tree && (!diff || b.has_tree))
 		o.set = FLAME_TREE;
@@ -355,5 +384,6 @@ int main(int argc, char **argv)
 	}
 	snap_fin(&a);
 	snap_fin(&b);
+	fold_own_fin(&own);
 	return rc < 0 ? 1 : 0;
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/fold.h"
 #include "common/snap.h"
 #include "tracer/kernel/kheap.h"
 #include "tools/live_ui.h"
@@ -90,6 +91,10 @@ static void usage(FILE *f)
 		"                        malloc_usable_size says: up to 15 bytes more, 24 at\n"
 		"                        least); on the ptrace path one more stop per malloc\n"
 		"                        (or $PTFIL_EXACT_SIZES=1)\n"
+		"      --own PATH        your own code is the files and modules under PATH\n"
+		"                        (again for more); by default, what is not Python's\n"
+		"                        library, site-packages or the system's. It names\n"
+		"                        'your lines' at the end and in the live view\n"
 		"  -L, --live            a full-screen view on the terminal while ptfil traces:\n"
 		"                        memory now and at the peak, the timeline, the largest\n"
 		"                        stacks (p: now or at the peak; arrows and Enter: a\n"
@@ -228,12 +233,14 @@ static int cmd_run(int argc, char **argv, int attach)
 		{ "charge", required_argument, NULL, 'c' },
 		{ "exact-sizes", no_argument, NULL, 'x' },
 		{ "max-peak", required_argument, NULL, 'M' },
+		{ "own", required_argument, NULL, 'O' },
 		{ "live", no_argument, NULL, 'L' },
 		{ "help", no_argument, NULL, 'h' },
 		{ "version", no_argument, NULL, 'V' },
 		{ NULL, 0, NULL, 0 },
 	};
 	struct tracer_opts o;
+	static struct fold_own own; /* for the whole run */
 	int live = 0;
 	memset(&o, 0, sizeof(o));
 	o.interval_ms = DEFAULT_INTERVAL_MS;
@@ -259,6 +266,16 @@ static int cmd_run(int argc, char **argv, int attach)
 		case 'n': o.native_frames = 1; break;
 		case 'x': o.exact_sizes = 1; break;
 		case 'L': live = 1; break;
+		case 'O':
+			if (!*optarg) {
+				error("--own needs a path");
+				short_usage();
+				return 2;
+			}
+			if (fold_own_add(&own, optarg) < 0)
+				return 2;
+			o.own = &own;
+			break;
 		case 'M':
 			if (attach) {
 				error("--max-peak is for launch: it sets ptfil's exit status once the program is done");

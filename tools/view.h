@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "common/fold.h"
 #include "common/snap.h"
 #include "tools/flame.h"
 
@@ -22,6 +23,8 @@ struct view_options {
 	int one_process;         /* --pid: the snapshot as one process's alone, without its tree */
 	const char *name_a;      /* the snapshot file as given (in a diff, the one before) */
 	const char *name_b;      /* in a diff, the one after; NULL otherwise */
+	const struct fold_own *own; /* --own: the paths that are the user's code, or NULL (fold.h's rules) */
+	int raw_frames;          /* --raw-frames: the stacks as recorded, not folded (fold_snap) */
 };
 
 #define VIEW_DEFAULT_TOP 10

@@ -504,7 +504,7 @@ static void put_frame(FILE *out, const struct snap *s, uint32_t fi)
 			fprintf(out, ":%u", (unsigned)f->line);
 		sep = ", ";
 	}
-	if (named && !f->inlined && m) {
+	if (named && !f->inlined && m && f->function[0] != '[') {
 		fputs(sep, out);
 		view_put_safe(out, view_basename(m->path), MAX_SHOWN);
 		fprintf(out, " + 0x%llx", (unsigned long long)f->offset);
@@ -573,7 +573,43 @@ static void put_peak(FILE *out, const struct snap *s)
 	fprintf(out, "RSS      %s at the peak, VmHWM %s\n", rss, hwm);
 }
 
-static void put_sparse_summary(FILE *out, const struct snap *s)
+static void put_brief_frame(FILE *out, const struct snap *s, uint32_t fi);
+
+/* Sparse stacks listed under the sparse line. */
+#define SPARSE_SHOWN 5
+
+/* What a reservation is, for the reservers every Python or C++ user meets: NULL when none of them. */
+static const char *reserver_label(const struct snap *s, const uint32_t *frames, size_t n, char kind)
+{
+	for (size_t k = 0; k < n; k++) {
+		const struct snap_frame *f = &s->frames[frames[k]];
+		const char *fn = f->function ? f->function : "";
+		const char *mod = f->module >= 0 && (size_t)f->module < s->n_modules ? view_basename(s->modules[f->module].path) : "";
+		if (!strcmp(fn, "allocate_stack") || !strncmp(fn, "pthread_create", 14))
+			return "a thread's stack";
+		if (!strcmp(fn, "new_heap") || !strcmp(fn, "alloc_new_heap") || !strcmp(fn, "_int_new_arena") ||
+		    !strcmp(fn, "arena_get2"))
+			return "a glibc malloc arena (one per thread that mallocs, up to 8 per core)";
+		if (strstr(fn, "blas_memory_alloc") || !strncmp(mod, "libopenblas", 11))
+			return "an OpenBLAS buffer (one per thread, written only as far as a matrix needs it)";
+		if (!strncmp(mod, "libmkl", 6))
+			return "an MKL buffer";
+	}
+	return kind == SNAP_KIND_BRK ? "the brk heap" : NULL;
+}
+
+static const struct snap_stack *unused_sort;
+static int by_unused(const void *pa, const void *pb)
+{
+	const struct snap_stack *a = &unused_sort[*(const size_t *)pa], *b = &unused_sort[*(const size_t *)pb];
+	uint64_t ua = a->reserved - (a->charged < a->reserved ? a->charged : a->reserved);
+	uint64_t ub = b->reserved - (b->charged < b->reserved ? b->charged : b->reserved);
+	if (ua != ub)
+		return ua > ub ? -1 : 1;
+	return a->node < b->node ? -1 : a->node > b->node;
+}
+
+static int put_sparse_summary(FILE *out, const struct snap *s, const struct view_options *o)
 {
 	uint64_t reserved = 0, charged = 0;
 	size_t n = 0, n_st;
@@ -581,27 +617,66 @@ static void put_sparse_summary(FILE *out, const struct snap *s)
 	const struct snap_stack *stacks = view_reserving_stacks(s, &n_st, &known);
 	if (!known) {
 		fputs("sparse   not known: touch stacks reserve nothing, and this snapshot has no alloc view beside them\n", out);
-		return;
+		return 0;
 	}
+	size_t *v = malloc((n_st ? n_st : 1) * sizeof(*v));
+	if (!v)
+		return error("out of memory");
 	for (size_t i = 0; i < n_st; i++) {
 		const struct snap_stack *st = &stacks[i];
 		if (!view_is_sparse(st))
 			continue;
-		n++;
-		/* Saturate: a hostile file must not wrap the totals around. */
-		reserved = reserved + st->reserved < reserved ? UINT64_MAX : reserved + st->reserved;
-		charged = charged + st->charged < charged ? UINT64_MAX : charged + st->charged;
+		v[n++] = i;
+		reserved = sat_add(reserved, st->reserved);
+		charged = sat_add(charged, st->charged);
 	}
 	if (n == 0) {
 		fputs("sparse   none: no stack reserves much more than is resident\n", out);
-		return;
+		free(v);
+		return 0;
 	}
 	char unused[32], res[32], chg[32];
 	view_format_size(unused, sizeof(unused), reserved - (charged < reserved ? charged : reserved));
 	view_format_size(res, sizeof(res), reserved);
 	view_format_size(chg, sizeof(chg), charged);
-	fprintf(out, "sparse   %s reserved but not resident, in %zu stack%s%s (reserved %s, resident %s)\n",
+	fprintf(out, "sparse   %s reserved but not resident, in %zu stack%s%s (reserved %s, resident %s):\n",
 		unused, n, n == 1 ? "" : "s", s->view == SNAP_VIEW_TOUCH ? " of the alloc view" : "", res, chg);
+	unused_sort = stacks;
+	qsort(v, n, sizeof(*v), by_unused);
+	uint32_t *frames = NULL;
+	size_t cap = 0, shown = n < SPARSE_SHOWN ? n : SPARSE_SHOWN;
+	for (size_t i = 0; i < shown; i++) {
+		const struct snap_stack *st = &stacks[v[i]];
+		size_t depth = snap_stack_frames(s, st->node, NULL, 0);
+		if (grow_array(&frames, &cap, depth, sizeof(*frames), 64)) {
+			free(frames);
+			free(v);
+			return error("out of memory");
+		}
+		snap_stack_frames(s, st->node, frames, depth);
+		view_format_size(res, sizeof(res), st->reserved);
+		view_format_size(chg, sizeof(chg), st->charged);
+		fprintf(out, "  %10s reserved, %s resident", res, chg);
+		const char *label = reserver_label(s, frames, depth, st->kind);
+		size_t anchor = fold_anchor(s, o->own, frames, depth);
+		size_t telling = depth ? view_telling_frame(s, frames, depth) : 0;
+		if (label)
+			fprintf(out, ": %s", label);
+		else if (depth && telling != anchor) {
+			fputs(", by ", out);
+			put_brief_frame(out, s, frames[telling]);
+		}
+		if (anchor < depth) {
+			fputs("; your code: ", out);
+			put_brief_frame(out, s, frames[anchor]);
+		}
+		fputc('\n', out);
+	}
+	if (shown < n)
+		fprintf(out, "  ... %zu more sparse stack%s\n", n - shown, n - shown == 1 ? "" : "s");
+	free(frames);
+	free(v);
+	return 0;
 }
 
 static size_t choose_depth(const struct view_options *o, size_t shown)
@@ -642,53 +717,81 @@ static int is_new_thread(const struct snap *s, uint32_t fi)
 	return f->kind == SNAP_FRAME_NATIVE && f->module < 0 && f->function && !strcmp(f->function, "[new thread]");
 }
 
-/* Lists frames[from..to) when those up to `at` were listed or counted: a gap reads "... N more". Returns to. */
-static size_t put_range(FILE *out, const struct snap *s, const uint32_t *frames, size_t at, size_t from, size_t to)
+/* Own frames a stack listing shows past its depth: the user's code is never what is left out. */
+#define OWN_SHOWN 12
+
+/*
+ * The frames of a stack, innermost first. Shown: the innermost frame (the
+ * allocating call, or the write that made pages resident), the user's own
+ * frames (fold.h; up to OWN_SHOWN), the library call the innermost of them
+ * made, and a thread's "[new thread]" frame; then, up to depth frames in
+ * all, a Python stack's Python frames from the innermost outwards
+ * (view_python_frame), or a native stack's frames from the innermost
+ * outwards. What is left out is counted: "... N more". A stack with an
+ * own frame is headed by it: "your code: summarize (/home/u/seed.py:29)".
+ * Returns 0, or -1 after error() when out of memory.
+ */
+static int put_stack_frames(FILE *out, const struct snap *s, const struct view_options *o, const uint32_t *frames,
+			    size_t total, size_t depth)
 {
-	if (from > at)
-		fprintf(out, "      ... %zu more\n", from - at);
-	for (size_t k = from; k < to; k++) {
+	if (total == 0) {
+		fputs("      (no call stack)\n", out);
+		return 0;
+	}
+	char *show = calloc(total, 1);
+	if (!show)
+		return error("out of memory");
+	int python = 0;
+	for (size_t k = 0; k < total && !python; k++)
+		python = s->frames[frames[k]].kind == SNAP_FRAME_PYTHON;
+	size_t anchor = fold_anchor(s, o->own, frames, total), used = 0, own = 0;
+	show[0] = 1;
+	for (size_t k = anchor; k < total && own < OWN_SHOWN; k++)
+		if (fold_stack_own(s, o->own, frames, total, k, python)) {
+			show[k] = 1;
+			own++;
+		}
+	if (anchor < total && anchor > 0)
+		show[anchor - 1] = 1;
+	for (size_t k = 0; k < total; k++)
+		if (is_new_thread(s, frames[k]))
+			show[k] = 1;
+	for (size_t k = 0; k < total; k++)
+		used += show[k] != 0;
+	size_t py = view_python_frame(s, frames, 0, total);
+	for (size_t k = py; k < total && used < depth; k++)
+		if (!show[k]) {
+			show[k] = 1;
+			used++;
+		}
+	for (size_t k = 1; k < total && used < depth; k++)
+		if (!show[k]) {
+			show[k] = 1;
+			used++;
+		}
+	if (anchor < total) {
+		fputs("      your code: ", out);
+		put_brief_frame(out, s, frames[anchor]);
+		fputc('\n', out);
+	}
+	size_t gap = 0;
+	for (size_t k = 0; k < total; k++) {
+		if (!show[k]) {
+			gap++;
+			continue;
+		}
+		if (gap)
+			fprintf(out, "      ... %zu more\n", gap);
+		gap = 0;
 		/* The innermost frame is the function that made the mapping. */
 		fputs(k == 0 ? "    \xe2\x86\x92 " : "      ", out);
 		put_frame(out, s, frames[k]);
 		fputc('\n', out);
 	}
-	return to > at ? to : at;
-}
-
-/*
- * The frames of a stack, innermost first, at most depth of them. A stack with
- * Python frames is shown as its Python author reads it: the innermost frame
- * (the allocating call), then from the innermost Python frame outwards
- * (view_python_frame) depth frames; the interpreter's and extensions' native
- * frames in between are counted, not listed. A thread started from Python
- * shows its own frames before its "[new thread]" frame.
- */
-static void put_stack_frames(FILE *out, const struct snap *s, const uint32_t *frames, size_t total,
-			     size_t depth)
-{
-	if (total == 0) {
-		fputs("      (no call stack)\n", out);
-		return;
-	}
-	size_t py = view_python_frame(s, frames, 0, total), at = 0;
-	size_t mark = 0;
-	while (mark < py && mark < total && !is_new_thread(s, frames[mark]))
-		mark++;
-	if (py < total && mark < py) {
-		/* A thread with no Python code of its own, started from Python: its own frames, then the starter's. */
-		at = put_range(out, s, frames, at, 0, mark < depth ? mark : depth);
-		at = put_range(out, s, frames, at, mark, mark + 1);
-		at = put_range(out, s, frames, at, py, total - py < depth ? total : py + depth);
-	} else if (py < total && py >= depth) {
-		/* The allocating call, then the Python frames outwards. */
-		at = put_range(out, s, frames, at, 0, 1);
-		at = put_range(out, s, frames, at, py, total - py < depth ? total : py + depth);
-	} else {
-		at = put_range(out, s, frames, at, 0, total < depth ? total : depth);
-	}
-	if (total > at)
-		fprintf(out, "      ... %zu more\n", total - at);
+	if (gap)
+		fprintf(out, "      ... %zu more\n", gap);
+	free(show);
+	return 0;
 }
 
 /* ---- links between the two views ---------------------------------------------- */
@@ -763,7 +866,7 @@ static void put_brief_frame(FILE *out, const struct snap *s, uint32_t fi)
 		fputc(')', out);
 	} else if (f->kind == SNAP_FRAME_PYTHON) {
 		fputs(" (?)", out);
-	} else if (m) {
+	} else if (m && f->function[0] != '[') {
 		fputs(" (", out);
 		view_put_safe(out, view_basename(m->path), MAX_SHOWN);
 		fputc(')', out);
@@ -877,7 +980,11 @@ static int put_stacks(FILE *out, const struct snap *s, const struct view_options
 			return error("out of memory");
 		}
 		snap_stack_frames(s, st->node, frames, total);
-		put_stack_frames(out, s, frames, total, depth);
+		if (put_stack_frames(out, s, o, frames, total, depth) < 0) {
+			free(frames);
+			free(v);
+			return -1;
+		}
 		if (tree)
 			put_process_frame(out, s, st->proc);
 	}
@@ -892,6 +999,48 @@ static int put_stacks(FILE *out, const struct snap *s, const struct view_options
 			n - shown == 1 ? "" : "s", size, share);
 	}
 	free(frames);
+	free(v);
+	return 0;
+}
+
+/* Lines of "your lines at the peak" shown without --top. */
+#define YOUR_LINES_SHOWN 10
+
+/*
+ * "your lines at the peak": the peak's charge summed by the frame of the
+ * user's own code each stack is anchored on (fold_lines), largest first.
+ */
+static int put_your_lines(FILE *out, const struct snap *s, const struct view_options *o, const struct snap_stack *st,
+			  size_t n_st, uint64_t whole, const char *what)
+{
+	size_t n = 0;
+	struct fold_line *v = fold_lines(s, o->own, st, n_st, &n);
+	if (!v)
+		return -1;
+	size_t shown = o->top_set ? (o->top && o->top < n ? o->top : n) : n < YOUR_LINES_SHOWN ? n : YOUR_LINES_SHOWN;
+	fprintf(out, "\nyour lines %s (the innermost frame of your own code in each stack; %s):\n", what,
+		o->own && o->own->n ? "your code is what --own names"
+				    : "your code is what is not Python's library, site-packages or the system's");
+	for (size_t i = 0; i < shown; i++) {
+		char size[32], share[16];
+		view_format_size(size, sizeof(size), v[i].charged);
+		fmt_share(share, sizeof(share), v[i].charged, whole);
+		fprintf(out, "  %10s %6s  ", size, share);
+		if (v[i].frame == UINT32_MAX)
+			fprintf(out, "(in no frame of your code: %zu stack%s)", v[i].stacks, v[i].stacks == 1 ? "" : "s");
+		else
+			put_brief_frame(out, s, v[i].frame);
+		fputc('\n', out);
+	}
+	if (shown < n) {
+		uint64_t rest = 0;
+		for (size_t i = shown; i < n; i++)
+			rest = sat_add(rest, v[i].charged);
+		char size[32], share[16];
+		view_format_size(size, sizeof(size), rest);
+		fmt_share(share, sizeof(share), rest, whole);
+		fprintf(out, "  ... %zu more line%s: %s (%s)\n", n - shown, n - shown == 1 ? "" : "s", size, share);
+	}
 	free(v);
 	return 0;
 }
@@ -1183,7 +1332,8 @@ static int put_tree(FILE *out, const struct snap *s, const struct view_options *
 	view_format_time(when, sizeof(when), s->tree_time);
 	view_format_size(sums, sizeof(sums), sum);
 	fprintf(out, "combined peak %s at %s (sum of the processes' own peaks %s)\n", peak, when, sums);
-	if (put_stacks(out, s, o, s->tree_stacks, s->n_tree_stacks, "at the combined peak", s->tree_charged, 1, NULL) < 0)
+	if (put_your_lines(out, s, o, s->tree_stacks, s->n_tree_stacks, s->tree_charged, "at the combined peak") < 0 ||
+	    put_stacks(out, s, o, s->tree_stacks, s->n_tree_stacks, "at the combined peak", s->tree_charged, 1, NULL) < 0)
 		return -1;
 	fprintf(out, "\nthe main process alone (pid %d; ptfil-view --pid PID shows any one):\n", s->pid);
 	return 0;
@@ -1213,7 +1363,8 @@ int view_text(FILE *out, const struct snap *s, const struct view_options *o)
 		put_unprofiled(out, s);
 	}
 	put_peak(out, s);
-	put_sparse_summary(out, s);
+	if (put_sparse_summary(out, s, o) < 0)
+		return -1;
 	put_timeline(out, s);
 	if (put_debug_missing(out, s) < 0)
 		return -1;
@@ -1222,7 +1373,8 @@ int view_text(FILE *out, const struct snap *s, const struct view_options *o)
 	int rc = -1;
 	if (linked && (link_index_build(&by_touch, s, 0) < 0 || link_index_build(&by_alloc, s, 1) < 0))
 		goto out;
-	if (put_stacks(out, s, o, s->stacks, s->n_stacks, "at the peak", s->peak.charged, 0, linked ? &by_touch : NULL) < 0 ||
+	if (put_your_lines(out, s, o, s->stacks, s->n_stacks, s->peak.charged, "at the peak") < 0 ||
+	    put_stacks(out, s, o, s->stacks, s->n_stacks, "at the peak", s->peak.charged, 0, linked ? &by_touch : NULL) < 0 ||
 	    put_functions(out, s, o) < 0 || put_other(out, s, o, linked ? &by_alloc : NULL) < 0)
 		goto out;
 	rc = put_live(out, s, o);

@@ -230,7 +230,7 @@ static int trace(struct tracer *T, pid_t pid)
 			notice("process %d exited with status %d", (int)pid, mp->status);
 		else
 			notice("detached from process %d", (int)pid);
-		summary_peak(mp, path);
+		summary_peak(T, mp, path);
 	}
 	free(path);
 	/* Followed children still in the table (they outlived the main process or were detached). */

@@ -248,7 +248,7 @@ int tracer_launch(const struct tracer_opts *o)
 		error("no snapshot written; the program exited with status %d", T.main_status);
 		rc = -1;
 	} else {
-		summary_peak(p, T.output);
+		summary_peak(&T, p, T.output);
 		summary_children(&T);
 		rc = summary_budget(&T, p, rc);
 	}

@@ -287,11 +287,17 @@ class GoldenTest(unittest.TestCase):
                     # A followed run: the combined peak by default, the main process's own with --pid.
                     sets = (("j", []), ("k", ["--pid", str(snap["P"][0]["pid"])]), ("l", ["--live"]))
                 for which, args in sets:
-                    r = view("--folded", *args, path)
+                    r = view("--folded", "--raw-frames", *args, path)
                     self.assertEqual(r.returncode, 0, r.stderr)
                     self.assertEqual(parse_folded(r.stdout.decode()), folded_expected(snap, which))
                     self.assertEqual(sum(parse_folded(r.stdout.decode()).values()),
                                      sum(k[2] for k in snap[which]))
+                    # Folded by default: import machinery gone, every byte still there.
+                    r = view("--folded", *args, path)
+                    self.assertEqual(r.returncode, 0, r.stderr)
+                    folded = parse_folded(r.stdout.decode())
+                    self.assertEqual(sum(folded.values()), sum(k[2] for k in snap[which]))
+                    self.assertFalse([k for k in folded if "<frozen importlib._bootstrap" in k], folded)
 
     def test_functions_of_the_chain(self):
         """The malloc chain: f0, f1 and f2 each hold the 2000 blocks of 10000 bytes inclusively, f2 as self."""
@@ -313,7 +319,7 @@ class GoldenTest(unittest.TestCase):
         """python.snap: Python frames read as FUNCTION (FILE:LINE); a function's lines count as one function."""
         path = os.path.join(GOLDEN, "python.snap")
         snap = read_snapshot(path)
-        out = view("--top", "0", "--depth", "30", path).stdout.decode()
+        out = view("--top", "0", "--depth", "30", "--raw-frames", path).stdout.decode()
         lines = out.splitlines()
         start = next(i for i, l in enumerate(lines) if "functions at the peak" in l)
         rows = {}
@@ -334,21 +340,33 @@ class GoldenTest(unittest.TestCase):
         # The stack listing names the whole file and the line.
         self.assertIn("      load_config (/home/u/proj/settings.py:20)\n", out)
         self.assertIn("      Model._grow.<locals>.step (/home/u/venv/lib/python3.11/site-packages/toolkit/model.py)\n", out)
+        # By default the import system's frames are one frame, named by what was imported, at the
+        # script's line that imported it; the user's own frame heads each stack.
+        folded = view("--top", "0", "--depth", "30", path).stdout.decode()
+        self.assertNotIn("<frozen importlib._bootstrap", folded)
+        self.assertIn("      [import numpy]\n      <module> (demo.py:3)\n", folded)
+        self.assertIn("      your code: load_config (/home/u/proj/settings.py:20)\n", folded)
+        self.assertIn("      your code: make_arrays (demo.py:12)\n", folded)
         self.assertIn("      <module> (/home/u/venv/lib/python3.11/site-packages/numpy/__init__.py:130)\n", out)
         self.assertNotIn("\x1b", out)
 
-        # A stack with Python frames shows its innermost frame, then --depth frames from its innermost
-        # Python frame outwards (past importlib's frozen ones); the native frames between are counted.
+        # A stack with Python frames shows its innermost frame, the user's own frames whatever the
+        # depth and the call the innermost of them made, then up to --depth frames from its innermost
+        # Python frame outwards; what is left out is counted.
         out = view("--top", "2", "--depth", "2", path).stdout.decode()
-        self.assertIn("    \u2192 malloc (libc.so.6 + 0xa50a0)\n"
-                      "      ... 1 more\n"
+        self.assertIn("      your code: make_arrays (demo.py:12)\n"
+                      "    \u2192 malloc (libc.so.6 + 0xa50a0)\n"
+                      "      PyByteArray_Resize (python3.11 + 0x1c2f40)\n"
                       "      make_arrays (demo.py:12)\n"
                       "      <module> (demo.py:30)\n#2 ", out)
-        self.assertIn("    \u2192 mmap (libc.so.6 + 0x11eb10)\n"
-                      "      ... 14 more\n"
-                      "      <module> (/home/u/venv/lib/python3.11/site-packages/numpy/__init__.py:130)\n"
-                      "      _call_with_frames_removed (<frozen importlib._bootstrap>:241)\n"
-                      "      ... 5 more\n", out)
+        self.assertIn("      your code: <module> (demo.py:3)\n"
+                      "    \u2192 mmap (libc.so.6 + 0x11eb10)\n"
+                      "      ... 10 more\n"
+                      "      [import numpy]\n"
+                      "      <module> (demo.py:3)\n", out)
+        # With --raw-frames, every import-system frame is there to count and, past the user's, to list.
+        out = view("--top", "2", "--depth", "4", "--raw-frames", path).stdout.decode()
+        self.assertIn("      _find_and_load (<frozen importlib._bootstrap>:1176)\n      <module> (demo.py:3)\n", out)
         after = os.path.join(GOLDEN, "python_after.snap")
         out = view("--diff", "--depth", "1", path, after).stdout.decode()
         self.assertIn("    \u2192 malloc (libc.so.6)\n      ... 1 more\n      make_arrays (demo.py:12)\n"
@@ -557,10 +575,12 @@ class GoldenTest(unittest.TestCase):
         self.assertEqual(sum(k[3] for k in snap["K"]), 136 * MiB + 132 * 1024)
         self.assertIn("\npeak     9.1 MiB charged at 500.0 ms, 136.1 MiB reserved (alloc view)\n", out)
         self.assertIn("\nsparse   127.0 MiB reserved but not resident, in 1 stack of the alloc view "
-                      "(reserved 128.0 MiB, resident 1.0 MiB)\n", out)
+                      "(reserved 128.0 MiB, resident 1.0 MiB):\n"
+                      "   128.0 MiB reserved, 1.0 MiB resident; your code: map_arena (/home/u/src/touchdemo.c:20)\n", out)
         # A touch stack reads as resident, its count in pages; under it, the alloc stacks its pages lie in.
         self.assertIn("#1     6.0 MiB  65.7%  resident, 1536 pages\n"
                       "      reserved by: load_table (/home/u/src/touchdemo.c:30) 6.0 MiB\n"
+                      "      your code: load_table (/home/u/src/touchdemo.c:32)\n"
                       "    \u2192 __memset_avx2_unaligned_erms (", out)
         self.assertIn("#3     1.0 MiB  11.0%  resident, 256 pages\n"
                       "      reserved by: map_arena (/home/u/src/touchdemo.c:20) 1.0 MiB\n", out)
@@ -569,6 +589,7 @@ class GoldenTest(unittest.TestCase):
         self.assertIn("#1     8.0 MiB  87.6%  reserved 8.0 MiB  heap, 1 live\n"
                       "      made resident by: load_table (/home/u/src/touchdemo.c:32) 6.0 MiB\n"
                       "      made resident by: parse_rows (/home/u/src/touchdemo.c:35) 2.0 MiB\n"
+                      "      your code: load_table (/home/u/src/touchdemo.c:30)\n"
                       "    \u2192 malloc (", out)
         self.assertIn("#2     1.0 MiB  11.0%  reserved 128.0 MiB  mmap, 1 live\n"
                       "      sparse: reserved 128.0 MiB, resident 1.0 MiB\n"

@@ -131,6 +131,16 @@ def check_totals(prof, stacks):
     assert total(prof, "inuse_objects", unit="minimum") == sum(s["count"] for s in stacks)
 
 
+def check_folded(prof):
+    """The default profile reads as the user's code: no frame of Python's import system, at most one
+    unnamed native frame of a module in a row."""
+    lines = pprof("-traces", "-lines", "-unit=B", prof)
+    assert "<frozen importlib._bootstrap" not in lines and "_find_and_load" not in lines, lines[:3000]
+    for value, labels, frames in traces(prof):
+        for a, b in zip(frames, frames[1:]):
+            assert not (a == b and a.startswith("[") and a.endswith(".so]")), frames
+
+
 def check_top_stack(prof, stacks, index="inuse_space"):
     """The largest sample is the largest JSON stack, frame for frame (named frames), innermost first."""
     key = {"inuse_space": "charged_bytes", "reserved_space": "reserved_bytes"}[index]
@@ -258,9 +268,11 @@ def test_python_numpy():
         raise missing("%s cannot import numpy (tools/install-deps.sh installs python3-numpy)" % PYTHON)
     run = launched("numpy", [PYTHON, NUMPY_DEMO])
     doc = run.json
+    # Frame for frame as JSON gives them with --raw-frames; folded by default, the totals the same.
+    check_top_stack(export(run.snapshot, "--raw-frames"), doc["stacks"])
     prof = export(run.snapshot)
     check_totals(prof, doc["stacks"])
-    check_top_stack(prof, doc["stacks"])
+    check_folded(prof)
     lines = pprof("-traces", "-lines", "-unit=B", prof)
     src = open(NUMPY_DEMO).read().splitlines()
     for fn, pat in (("load", r"return np.ones"), ("scale", r"return a \* 0.5")):
@@ -271,9 +283,13 @@ def test_python_numpy():
 def test_python_golden():
     gold = os.path.join(GOLDEN, "python.snap")
     gdoc = view_json(gold)
-    gprof = export(gold)
+    gprof = export(gold, "--raw-frames")
     check_totals(gprof, gdoc["stacks"])
     check_top_stack(gprof, gdoc["stacks"])
+    folded = export(gold)
+    check_totals(folded, gdoc["stacks"])
+    check_folded(folded)
+    assert "[import numpy]" in pprof("-traces", "-unit=B", folded)
     lines = pprof("-traces", "-lines", "-unit=B", gprof)
     py = [f for s in gdoc["stacks"] for f in s["frames"] if f["kind"] == "python" and f["function"]]
     assert py

@@ -215,17 +215,26 @@ class ViewTest(unittest.TestCase):
         self.assertIn("50.0 MiB", lines[first])
         self.assertIn("92.6%", lines[first])
         self.assertIn("mmap, 1 live", lines[first])
-        self.assertEqual(lines[first + 1].strip(), "\u2192 main_big_map (sparse_threads + 0x1234)")
-        self.assertEqual(lines[first + 2].strip(), "main (sparse_threads + 0x1300)")
-        self.assertEqual(lines[first + 3].strip(), "__libc_start_call_main (libc.so.6 + 0x271ca)")
+        # Headed by the program's own frame (its module is not the system's), then the frames.
+        self.assertEqual(lines[first + 1].strip(), "your code: main_big_map (sparse_threads)")
+        self.assertEqual(lines[first + 2].strip(), "\u2192 main_big_map (sparse_threads + 0x1234)")
+        self.assertEqual(lines[first + 3].strip(), "main (sparse_threads + 0x1300)")
+        self.assertEqual(lines[first + 4].strip(), "__libc_start_call_main (libc.so.6 + 0x271ca)")
+        # "your lines": the peak by own frame, largest first, the stack without one last.
+        mine = lines.index(next(l for l in lines if l.startswith("your lines at the peak")))
+        self.assertEqual([l.split() for l in lines[mine + 1:mine + 4]],
+                         [["50.0", "MiB", "92.6%", "main_big_map", "(sparse_threads)"],
+                          ["4.0", "MiB", "7.4%", "thread_fn", "(sparse_threads)"],
+                          ["132.0", "KiB", "0.2%", "(in", "no", "frame", "of", "your", "code:", "1", "stack)"]])
         # The second is the threads' sparse stack, flagged.
         second = lines.index(next(l for l in lines if l.startswith("#2 ")))
         self.assertIn("4.0 MiB", lines[second])
         self.assertIn("reserved 512.0 MiB", lines[second])
         self.assertEqual(lines[second + 1].strip(), "sparse: reserved 512.0 MiB, resident 4.0 MiB")
-        self.assertEqual(lines[second + 2].strip(), "\u2192 thread_fn (sparse_threads + 0x1200)")
+        self.assertEqual(lines[second + 2].strip(), "your code: thread_fn (sparse_threads)")
+        self.assertEqual(lines[second + 3].strip(), "\u2192 thread_fn (sparse_threads + 0x1200)")
         # A frame with no symbol: its module and offset, as flame graphs name it.
-        self.assertEqual(lines[second + 4].strip(), "libc.so.6 + 0x126850")
+        self.assertEqual(lines[second + 5].strip(), "libc.so.6 + 0x126850")
         # The pseudo stack: a name without a module.
         third = lines.index(next(l for l in lines if l.startswith("#3 ")))
         self.assertIn("132.0 KiB", lines[third])
@@ -521,6 +530,7 @@ class ViewTest(unittest.TestCase):
                       "combined peak 135.0 MiB at 600.0 ms (sum of the processes' own peaks 235.0 MiB)\n", out)
         # The combined peak's stacks end in their process.
         self.assertIn("#1   100.0 MiB  74.1%  reserved 128.0 MiB  mmap, 1 live\n"
+                      "      your code: thread_fn (sparse_threads)\n"
                       "    \u2192 thread_fn (sparse_threads + 0x1200)\n"
                       "      start_thread (libc.so.6 + 0x94ac3)\n"
                       "      libc.so.6 + 0x126850\n"

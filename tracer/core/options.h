@@ -6,6 +6,7 @@
 #define PTFIL_OPTIONS_H
 
 struct live_ui;
+struct fold_own;
 
 /* --charge: which stack memory is charged to (README.md, "What is charged"). */
 enum charge_view {
@@ -31,6 +32,7 @@ struct tracer_opts {
 	int charge;               /* enum charge_view */
 	unsigned long long max_peak; /* launch --max-peak: the budget in bytes (the combined peak with
 	                              follow_forks), 0 for none */
+	const struct fold_own *own;  /* --own: the paths of the user's own code (common/fold.h), or NULL */
 	const struct live_ui *live;  /* --live: the view, started by the caller (tracer/output/live.h); NULL for none */
 };
 

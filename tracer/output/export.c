@@ -19,6 +19,7 @@
 #include "tracer/memory/resid.h"
 #include "tracer/memory/tree.h"
 #include "tracer/output/export.h"
+#include "tracer/output/summary.h"
 #include "tracer/ptrace/hooks.h"
 #include "tracer/stacks/capture.h"
 #include "tracer/stacks/modules.h"
@@ -107,6 +108,10 @@ void export_fin(struct tracer *T)
 	free(T->exp->src);
 	T->exp->src = NULL;
 	T->exp->n_src = 0;
+	free(T->exp->where);
+	free(T->exp->where_tree);
+	free(T->exp->where_top);
+	T->exp->where = T->exp->where_tree = T->exp->where_top = NULL;
 	debugfile_fin();
 }
 
@@ -623,6 +628,8 @@ int tracer_write_snapshot(struct tracer *T, struct proc *p, int live, const char
 		error("out of memory building the snapshot");
 	else
 		rc = snap_write(&s, path);
+	if (rc == 0 && !live && p->pid == T->main_pid)
+		summary_keep(T, &s);
 	snap_fin(&s);
 	return rc;
 }

@@ -20,6 +20,10 @@ struct export {
 	double src_seconds;        /* time spent resolving them and fetching debug files */
 	uint64_t src_fetched;      /* debug files fetched from debuginfod */
 	unsigned live_written;     /* SIGUSR1 snapshots so far (output/snapshot.h) */
+	char *where;               /* owned: the main process's largest own lines at its peak, as the end of
+	                              the run prints them (summary_keep), or NULL */
+	char *where_tree;          /* the same at the combined peak of a followed tree, or NULL */
+	char *where_top;           /* the largest of them alone, for the --max-peak line, or NULL */
 };
 
 /*

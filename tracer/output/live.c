@@ -9,7 +9,9 @@
 #include <string.h>
 
 #include "common/error.h"
+#include "common/fold.h"
 #include "common/snap.h"
+#include "symbols/sym.h"
 #include "tracer/core/session.h"
 #include "tracer/memory/alloc.h"
 #include "tracer/memory/ledger.h"
@@ -18,6 +20,9 @@
 #include "tracer/memory/tree.h"
 #include "tracer/output/export.h"
 #include "tracer/output/live.h"
+#include "tracer/stacks/capture.h"
+#include "tracer/stacks/modules.h"
+#include "tracer/stacks/pystack.h"
 #include "tracer/stacks/stacks.h"
 
 #define LIVE_TOP 50          /* stacks in each list */
@@ -49,7 +54,9 @@ void live_fin(struct tracer *T)
 	for (size_t i = 0; i < T->live->n_names; i++)
 		free(T->live->names[i]);
 	free(T->live->names);
+	free(T->live->kinds);
 	T->live->names = NULL;
+	T->live->kinds = NULL;
 	T->live->n_names = 0;
 }
 
@@ -63,6 +70,11 @@ static const char *name_of(struct tracer *T, uint32_t fi)
 			return NULL;
 		memset(v + T->live->n_names, 0, (n - T->live->n_names) * sizeof(*v));
 		T->live->names = v;
+		unsigned char *k = realloc(T->live->kinds, n);
+		if (!k)
+			return NULL;
+		memset(k + T->live->n_names, 0, n - T->live->n_names);
+		T->live->kinds = k;
 		T->live->n_names = n;
 	}
 	if (!T->live->names[fi]) {
@@ -71,6 +83,46 @@ static const char *name_of(struct tracer *T, uint32_t fi)
 		T->live->names[fi] = strdup(buf);
 	}
 	return T->live->names[fi];
+}
+
+/* What a frame is, for the anchor and the folds (common/fold.h). */
+enum {
+	FK_KNOWN = 1,        /* the others are set */
+	FK_PYTHON = 2,       /* a Python frame */
+	FK_IMPORT = 4,       /* of Python's import system */
+	FK_OWN = 8,          /* the user's own code, in a stack without Python frames */
+	FK_OWN_PY = 16,      /* the same in a stack with them (the interpreter is not) */
+	FK_MODULE_BODY = 32, /* a Python module's body ("<module>") */
+};
+
+/* Frame fi's kind bits, found once and kept (name_of made room for it). */
+static unsigned kind_of(struct tracer *T, uint32_t fi)
+{
+	if (fi >= T->live->n_names || T->live->kinds[fi])
+		return fi < T->live->n_names ? T->live->kinds[fi] : 0;
+	const struct stacks_frame *f = &T->stacks->frames[fi];
+	unsigned k = FK_KNOWN;
+	if (f->module == STACKS_PY_MODULE) {
+		const struct pyname *py = &T->cap->pynames.v[f->offset >> 32];
+		k |= FK_PYTHON;
+		if (fold_import_file(py->file))
+			k |= FK_IMPORT;
+		if (fold_own_python(T->opts.own, py->file))
+			k |= FK_OWN | FK_OWN_PY;
+		if (py->function && !strcmp(py->function, "<module>"))
+			k |= FK_MODULE_BODY;
+	} else if (f->module != STACKS_NO_MODULE && f->module < T->reg->n) {
+		const struct modreg_entry *e = &T->reg->v[f->module];
+		const char *name = f->name ? f->name : e->sym ? sym_lookup(e->sym, f->offset, NULL) : NULL;
+		char *dm = sym_demangle(name);
+		if (fold_own_native(T->opts.own, e->path, NULL, dm ? dm : name, 0))
+			k |= FK_OWN;
+		if (fold_own_native(T->opts.own, e->path, NULL, dm ? dm : name, 1))
+			k |= FK_OWN_PY;
+		free(dm);
+	}
+	T->live->kinds[fi] = (unsigned char)k;
+	return k;
 }
 
 /* Whether a frame only carries the allocation out (the allocator, the system call's wrapper): not meaningful. */
@@ -167,21 +219,60 @@ static int fill(struct tracer *T, struct pick *top, size_t n, struct live_stack 
 		st->frames = calloc(LIVE_DEPTH, sizeof(*st->frames));
 		if (!st->frames)
 			return -1;
-		const char *meaningful = NULL, *python = NULL;
-		for (uint32_t node = top[i].node; node != STACKS_ROOT && st->n_frames < LIVE_DEPTH;
+		/* The frames as ids first: folds and the anchor need the whole stack. */
+		uint32_t ids[LIVE_DEPTH * 4];
+		size_t n_ids = 0;
+		int has_python = 0;
+		for (uint32_t node = top[i].node; node != STACKS_ROOT && n_ids < LIVE_DEPTH * 4;
 		     node = T->stacks->nodes[node].parent) {
-			uint32_t fi = T->stacks->nodes[node].frame;
-			const char *text = name_of(T, fi);
-			if (!text || !(st->frames[st->n_frames] = strdup(text)))
+			ids[n_ids] = T->stacks->nodes[node].frame;
+			if (!name_of(T, ids[n_ids]))
 				return -1;
-			st->n_frames++;
+			has_python |= (kind_of(T, ids[n_ids]) & FK_PYTHON) != 0;
+			n_ids++;
+		}
+		const char *meaningful = NULL, *python = NULL, *anchor = NULL, *called = NULL;
+		unsigned own_bit = has_python ? FK_OWN_PY : FK_OWN;
+		for (size_t k = 0; k < n_ids && st->n_frames < LIVE_DEPTH;) {
+			uint32_t fi = ids[k];
+			unsigned kind = kind_of(T, fi);
+			char fold[300];
+			const char *text = name_of(T, fi);
+			size_t next = k + 1;
+			if (kind & FK_IMPORT) {
+				/* One frame for the run, named by the module whose body runs inside it. */
+				while (next < n_ids && (kind_of(T, ids[next]) & FK_IMPORT))
+					next++;
+				char mod[256] = "";
+				if (k > 0 && (kind_of(T, ids[k - 1]) & FK_MODULE_BODY)) {
+					const struct stacks_frame *in = &T->stacks->frames[ids[k - 1]];
+					fold_module_name(T->cap->pynames.v[in->offset >> 32].file, mod, sizeof(mod));
+				}
+				snprintf(fold, sizeof(fold), mod[0] ? "[import %s]" : "[import]", mod);
+				text = fold;
+			}
+			if (!(st->frames[st->n_frames] = strdup(text)))
+				return -1;
+			text = st->frames[st->n_frames++];
+			if (!anchor && (kind & own_bit))
+				anchor = text;
+			else if (!anchor)
+				called = text;
 			if (!meaningful && !plumbing(text) && text[0] != '[')
 				meaningful = text;
-			if (!python && T->stacks->frames[fi].module == STACKS_PY_MODULE)
+			if (!python && (kind & FK_PYTHON) && !(kind & FK_IMPORT))
 				python = text;
+			k = next;
 		}
 		char buf[1024];
-		if (python && meaningful && python != meaningful)
+		/* The user's line, and the library call it made (what it imported). */
+		if (anchor && called && !strncmp(called, "[import", 7))
+			snprintf(buf, sizeof(buf), "%s %s", anchor, called);
+		else if (anchor && called && !plumbing(called) && called[0] != '[')
+			snprintf(buf, sizeof(buf), "%s -> %s", anchor, called);
+		else if (anchor)
+			snprintf(buf, sizeof(buf), "%s", anchor);
+		else if (python && meaningful && python != meaningful)
 			snprintf(buf, sizeof(buf), "%s, in %s", meaningful, python);
 		else
 			snprintf(buf, sizeof(buf), "%s", meaningful ? meaningful : st->n_frames ? st->frames[0] : "(no stack)");

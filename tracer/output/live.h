@@ -16,8 +16,11 @@ struct live_stack {
 	uint64_t charged, reserved, count;
 	char kind;            /* enum snap_kind: 'm' mmap, 'b' brk, 'h' heap, 'p' pseudo */
 	pid_t pid;            /* the process holding it */
-	char *summary;        /* its innermost meaningful frame: "make_table (table.c)", "load (demo.py:12)" */
-	char **frames;        /* every frame, innermost first, as text */
+	char *summary;        /* where: its frame of the user's own code (common/fold.h) and what it called,
+	                         "load (demo.py:12) -> ones (numeric.py:206)", "<module> (seed.py:3) [import
+	                         numpy]"; without one, its innermost meaningful frame */
+	char **frames;        /* its frames, innermost first, as text; a run of Python's import system
+	                         reads as one, "[import numpy.core]" */
 	size_t n_frames;
 };
 
@@ -61,6 +64,7 @@ struct live {
 	double at;                 /* when the last model was made */
 	unsigned seq;
 	char **names; size_t n_names;  /* frame texts for the view, by frame id */
+	unsigned char *kinds;          /* what each frame is (live.c's FK_ bits), by frame id; 0: not known yet */
 };
 
 struct tracer;

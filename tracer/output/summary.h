@@ -4,10 +4,22 @@
 
 struct tracer;
 struct proc;
+struct snap;
 
-/* The peak of p and where its snapshot is (path). */
-void summary_peak(struct proc *p, const char *path);
-/* Launch: the combined peak of a tree, and one line on the children that ran unprofiled, if any. */
+/*
+ * Keeps from the main process's snapshot s, as written at its peak, the
+ * lines of the user's own code that held the most (common/fold.h): at the
+ * peak, and at the combined peak of a tree (T->exp). Out of memory, it
+ * keeps nothing: the end of the run then says less.
+ */
+void summary_keep(struct tracer *T, const struct snap *s);
+/*
+ * The peak of p, the user's lines that held most of it (with a tree, the
+ * combined peak's first), and where its snapshot is (path), with the
+ * commands that show it.
+ */
+void summary_peak(struct tracer *T, struct proc *p, const char *path);
+/* Launch: one line on the children that ran unprofiled, if any (the combined peak is summary_peak's). */
 void summary_children(struct tracer *T);
 /*
  * --max-peak: when the peak (the combined peak with --follow-forks) passed
