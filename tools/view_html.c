@@ -186,6 +186,9 @@ static void put_frame(FILE *out, const struct snap *s, uint32_t fi, int brief)
  * further (view_python_frame), then every frame with its module in a
  * <details>.
  */
+/* The user's own code (--own), for the stacks' anchors: set by view_html. */
+static const struct fold_own *html_own;
+
 static int td_stack(FILE *out, const struct snap *s, uint32_t node)
 {
 	uint32_t *frames = malloc(STACK_FRAMES_MAX * sizeof(*frames));
@@ -193,7 +196,15 @@ static int td_stack(FILE *out, const struct snap *s, uint32_t node)
 		return error("out of memory");
 	size_t total = snap_stack_frames(s, node, frames, STACK_FRAMES_MAX);
 	size_t shown = total < STACK_FRAMES_MAX ? total : STACK_FRAMES_MAX;
-	fputs("<td class=\"stack\"><div class=\"inline\">", out);
+	fputs("<td class=\"stack\">", out);
+	/* Headed by the user's own frame, as the text report is. */
+	size_t anchor = fold_anchor(s, html_own, frames, shown);
+	if (anchor < shown) {
+		fputs("<div class=\"yours\">your code: ", out);
+		put_frame(out, s, frames[anchor], 1);
+		fputs("</div>", out);
+	}
+	fputs("<div class=\"inline\">", out);
 	if (total == 0)
 		fputs("<span class=\"none\">(no call stack)</span>", out);
 	for (size_t k = 0; k < shown && k < INLINE_FRAMES; k++) {
@@ -1217,6 +1228,7 @@ static int put_changes(FILE *out, const struct flame *f, const struct view_optio
 int view_html(FILE *out, const struct snap *a, const struct snap *b, const struct flame *f,
 	      const struct view_options *o)
 {
+	html_own = o->own;
 	put_head(out, a, b, o);
 	if (b)
 		put_diff_header(out, a, b, o);

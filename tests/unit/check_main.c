@@ -23,6 +23,7 @@ int main(void)
 	srunner_add_suite(sr, sigmask_suite());
 	srunner_add_suite(sr, alloc_suite());
 	srunner_add_suite(sr, pages_suite());
+	srunner_add_suite(sr, fold_suite());
 	srunner_run_all(sr, CK_NORMAL);
 	int failed = srunner_ntests_failed(sr);
 	srunner_free(sr);

@@ -19,4 +19,5 @@ Suite *pylayout_suite(void);
 Suite *sigmask_suite(void);
 Suite *alloc_suite(void);
 Suite *pages_suite(void);
+Suite *fold_suite(void);
 #endif
