@@ -21,8 +21,9 @@ PROGRAMS = ("ptfil", "ptfil-view")
 FOREIGN_OPTIONS = {"--countname"}
 
 # One option as --help lists it and as the OPTIONS section shows it rendered:
-# "  -o, --output FILE  description". The man page's tags are at column 7.
-OPTION = r"(-[A-Za-z0-9]), (--[a-z][a-z0-9-]*)(?: ([A-Z][A-Z_]*))?(?=  |$)"
+# "  -o, --output FILE  description", or with no short option "      --own PATH  description".
+# The man page's tags are at column 7.
+OPTION = r"(?:(-[A-Za-z0-9]), )?(--[a-z][a-z0-9-]*)(?: ([A-Z][A-Z_]*))?(?=  |$)"
 HELP_OPTION = re.compile(r"^( {1,8})" + OPTION)
 MAN_OPTION = re.compile(r"^( {7})" + OPTION)
 DEFAULT = re.compile(r"\(default:? ([^;,)\s]+)")
