@@ -365,16 +365,20 @@ def test_report_text():
         assert found, "%s: no stack in the report shows %s\n%s" % (site, want.strip(), out)
         return found[0], want
 
-    # Two frames deep: the allocating call, the native frames counted, then two Python frames.
+    # Two frames deep: headed by the site's line (the program's own code), the allocating call, the
+    # native frames counted, the call the site made, then the program's own frames, all of them.
     b, want = block_of("plain", 2)
-    assert b[1].startswith("    \u2192 malloc (") and re.match(r"      \.\.\. \d+ more$", b[2]), b
-    assert b[3] == want and b[4].startswith("      plain_outer (%s:" % SITES) and b[5].startswith("      ... "), b
+    assert b[1] == "      your code: " + want.strip(), b
+    assert b[2].startswith("    \u2192 malloc (") and re.match(r"      \.\.\. \d+ more$", b[3]), b
+    at = b.index(want)
+    assert b[at + 1].startswith("      plain_outer (%s:" % SITES), b
+    assert not [l for l in b[at:] if l.startswith("      ... ")], b
     for site in THREAD_SITES:
         # Deep enough for the whole thread: its own frames, "[new thread]", the starter's call.
         b, want = block_of(site, 40)
         mark = b.index("      [new thread]")
         assert b.index(want) < mark, b
-        assert [l for l in b[:mark] if "(%s:" % SITES in l] == [want], b
+        assert [l for l in b[:mark] if "(%s:" % SITES in l and "your code:" not in l] == [want], b
         assert any(l.startswith("      Thread.start (") for l in b[mark:]), b
         assert any(l.startswith("      run_threads (%s:" % SITES) for l in b[mark:]), b
 
