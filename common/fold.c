@@ -391,6 +391,18 @@ static void short_module(const char *path, char *buf, size_t size)
 		snprintf(buf, size, "%.*s\xe2\x80\xa6%s", (int)(dot - base), base, ext + 1);
 }
 
+/* Frames in[*k..j] as one frame named name (in module, or -1) at out[*m]; *k moves past them. -1 when out of memory. */
+static int put_fold(struct folder *F, size_t *m, size_t *k, size_t j, int32_t module, const char *name)
+{
+	uint32_t fi = new_frame(F, module, name);
+	if (fi == UINT32_MAX)
+		return -1;
+	F->out[(*m)++] = fi;
+	F->folded += (long)(j - *k);
+	*k = j + 1;
+	return 0;
+}
+
 /* Folds F->in[0..n) into F->out; returns the folded length, or (size_t)-1 when out of memory. */
 static size_t fold_frames(struct folder *F, size_t n)
 {
@@ -422,12 +434,8 @@ static size_t fold_frames(struct folder *F, size_t n)
 					break;
 				}
 			snprintf(name, sizeof(name), mod[0] ? "[import %s]" : "[import]", mod);
-			uint32_t fi = new_frame(F, -1, name);
-			if (fi == UINT32_MAX)
+			if (put_fold(F, &m, &k, j, -1, name) < 0)
 				return (size_t)-1;
-			F->out[m++] = fi;
-			F->folded += (long)(j - k);
-			k = j + 1;
 			continue;
 		}
 		if (F->o->natives && F->fold_natives && python && unnamed_native(s, in[k])) {
@@ -439,12 +447,8 @@ static size_t fold_frames(struct folder *F, size_t n)
 				int32_t module = s->frames[in[k]].module;
 				short_module(s->modules[module].path, mod, sizeof(mod));
 				snprintf(name, sizeof(name), "[%s, %zu frames]", mod, j - k + 1);
-				uint32_t fi = new_frame(F, module, name);
-				if (fi == UINT32_MAX)
+				if (put_fold(F, &m, &k, j, module, name) < 0)
 					return (size_t)-1;
-				F->out[m++] = fi;
-				F->folded += (long)(j - k);
-				k = j + 1;
 				continue;
 			}
 		}
