@@ -351,7 +351,10 @@ def test_report_text():
         assert "\nview     touch: memory charged to the code that made it resident" in out, out
         blocks = out.split("\n#")[1:]
         assert blocks and "resident, " in blocks[0].splitlines()[0], out
-        assert any("memset" in b.splitlines()[1] for b in blocks[:3]), out
+        # The innermost frame (marked) is the memset; the stack is headed by the site's own line.
+        arrows = [next(l for l in b.splitlines() if l.startswith("    \u2192 ")) for b in blocks[:3]]
+        assert any("memset" in a for a in arrows), out
+        assert any(l.startswith("      your code: ") and "(%s:" % SITES in l for l in blocks[0].splitlines()), out
         return
 
     def report(depth):
