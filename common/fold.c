@@ -287,11 +287,17 @@ int fold_stack_own(const struct snap *s, const struct fold_own *o, const uint32_
 	return k < n && fold_frame_own(s, o, frames[k], python);
 }
 
+int fold_has_python(const struct snap *s, const uint32_t *frames, size_t n)
+{
+	for (size_t k = 0; k < n; k++)
+		if (s->frames[frames[k]].kind == SNAP_FRAME_PYTHON)
+			return 1;
+	return 0;
+}
+
 size_t fold_anchor(const struct snap *s, const struct fold_own *o, const uint32_t *frames, size_t n)
 {
-	int python = 0;
-	for (size_t k = 0; k < n && !python; k++)
-		python = s->frames[frames[k]].kind == SNAP_FRAME_PYTHON;
+	int python = fold_has_python(s, frames, n);
 	for (size_t k = 0; k < n; k++)
 		if (fold_stack_own(s, o, frames, n, k, python))
 			return k;
@@ -408,9 +414,7 @@ static size_t fold_frames(struct folder *F, size_t n)
 {
 	struct snap *s = F->s;
 	const uint32_t *in = F->in;
-	int python = 0;
-	for (size_t k = 0; k < n && !python; k++)
-		python = is_python(s, in[k]);
+	int python = fold_has_python(s, in, n);
 	size_t m = 0;
 	for (size_t k = 0; k < n;) {
 		if (F->o->imports && python && is_import(s, in[k])) {

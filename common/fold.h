@@ -77,6 +77,8 @@ int fold_own_native(const struct fold_own *o, const char *module, const char *sr
  * first: the innermost own frame by the rules above (fold_stack_own), else n.
  */
 size_t fold_anchor(const struct snap *s, const struct fold_own *o, const uint32_t *frames, size_t n);
+/* Whether any of frames[0..n) of s is a Python frame: the stack is a Python program's. */
+int fold_has_python(const struct snap *s, const uint32_t *frames, size_t n);
 /* Whether frame fi of s is own code, in a stack with (python) or without Python frames. */
 int fold_frame_own(const struct snap *s, const struct fold_own *o, uint32_t fi, int python);
 /*

@@ -741,9 +741,7 @@ static int put_stack_frames(FILE *out, const struct snap *s, const struct view_o
 	char *show = calloc(total, 1);
 	if (!show)
 		return error("out of memory");
-	int python = 0;
-	for (size_t k = 0; k < total && !python; k++)
-		python = s->frames[frames[k]].kind == SNAP_FRAME_PYTHON;
+	int python = fold_has_python(s, frames, total);
 	size_t anchor = fold_anchor(s, o->own, frames, total), used = 0, own = 0;
 	show[0] = 1;
 	for (size_t k = anchor; k < total && own < OWN_SHOWN; k++)

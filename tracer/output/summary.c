@@ -41,9 +41,11 @@ static char *where_text(const struct snap *s, const struct fold_own *own, const 
 			continue;
 		char brief[400];
 		fold_frame_brief(s, v[i].frame, brief, sizeof(brief));
-		len += (size_t)snprintf(text + len, WHERE_SHOWN * 600 - len, "%s%s %.1f MiB (%.0f%%)", shown ? ", " : "",
-					brief, (double)v[i].charged / 1048576.0,
-					whole ? 100.0 * (double)v[i].charged / (double)whole : 0.0);
+		int k = snprintf(text + len, WHERE_SHOWN * 600 - len, "%s%s %.1f MiB (%.0f%%)", shown ? ", " : "",
+				 brief, (double)v[i].charged / 1048576.0,
+				 whole ? 100.0 * (double)v[i].charged / (double)whole : 0.0);
+		/* Cut, never past the buffer: snprintf says what it would have written. */
+		len = k < 0 ? len : len + (size_t)k >= WHERE_SHOWN * 600 ? WHERE_SHOWN * 600 - 1 : len + (size_t)k;
 		if (shown++ == 0)
 			*top = strdup(text);
 	}
