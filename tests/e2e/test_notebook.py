@@ -8,6 +8,7 @@ import os
 import re
 import shutil
 import signal
+import tempfile
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
@@ -60,7 +61,8 @@ def test_cell_profiled_from_outside():
         status, msgs = execute(kc, "%load_ext ptfil")
         assert status == "ok", msgs
 
-        cell = ("%%ptfil\n"
+        keep = tempfile.mkdtemp(prefix="ptfil-keep-")
+        cell = ("%%%%ptfil --keep %s\n" % keep +
                 "def build_table(n):\n"
                 "    a = np.ones(n)\n"
                 "    return float(a.sum())\n"
@@ -81,8 +83,9 @@ def test_cell_profiled_from_outside():
         assert m and abs(float(m.group(1)) - 200.0) <= 10.0, text
         assert "<iframe" in shown[-1]["text/html"], shown[-1]["text/html"][:2000]
         snap = re.search(r"snapshot: (\S+)", text).group(1)
+        assert os.path.dirname(snap) == keep, (snap, keep)
         assert os.path.exists(snap) and os.path.exists(snap[:-3] + ".html"), snap
-        shutil.rmtree(os.path.dirname(snap))
+        shutil.rmtree(keep)
 
         # A cell that fails: its exception reaches the notebook as without the magic.
         status, msgs = execute(kc, "%%ptfil\nraise ValueError('boom from the cell')")

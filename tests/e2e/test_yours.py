@@ -142,6 +142,14 @@ def test_native_program_names_its_own_functions_first():
     assert re.search(r"your lines at the peak: (fill_vector|build_nodes) \(heap_cxx\.cc:\d+\)", err), err
 
 
+def test_max_peak_names_the_largest_own_line():
+    r = launch([target("heap_cxx")], ptfil_args=("--max-peak", "4M"))
+    assert r.returncode == 97, (r.returncode, r.stderr)
+    err = r.stderr.decode()
+    assert re.search(r"over the budget of 4\.0 MiB \(--max-peak\); your largest line: "
+                     r"fill_vector \(heap_cxx\.cc:\d+\) 7\.\d MiB", err), err
+
+
 def test_own_paths_named_by_the_user():
     """--own: the user says what their code is; here the C++ program's code is not, so no line is."""
     r = launch([target("heap_cxx")], ptfil_args=("-q",))
@@ -159,4 +167,4 @@ def test_own_paths_named_by_the_user():
 
 if __name__ == "__main__":
     main([test_seed_pandas_script, test_numpy_demo, test_native_program_names_its_own_functions_first,
-          test_own_paths_named_by_the_user])
+          test_max_peak_names_the_largest_own_line, test_own_paths_named_by_the_user])
