@@ -203,7 +203,7 @@ static int trace(struct tracer *T, pid_t pid)
 	procfs_comm(pid, comm, sizeof(comm));
 	notice("attached to process %d (%s, %d thread%s) in %.1f ms; Ctrl-C to detach",
 	       (int)pid, comm, nthreads, nthreads == 1 ? "" : "s", took * 1000.0);
-	if (p->hooks->wrappers || !p->hooks->no_heap)
+	if (p->hooks->n || p->hooks->trampoline_armed)
 		notice("breakpoints are in process %d's code while attached (the alloc view): every way of stopping "
 		       "ptfil takes them out, even kill -9 of ptfil (pid %d), but not kill -9 of its tracing process "
 		       "(pid %d), which would leave them to kill process %d; --charge touch needs none",

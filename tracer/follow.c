@@ -102,7 +102,8 @@ int proc_follow(struct tracer *T, struct proc *p, pid_t tid, const char *pseudo,
 	} else if (!arm && p->hooks->probe) {
 		/* A forked child on the kernel path: the probes are its parent's; it gets its own. */
 		kheap_proc_setup(T, p);
-		if (hooks_scan(p->hooks, tid, p->mm, T->reg))
+		if ((p->hooks->call_probe && hooks_arm_loader(p->hooks, tid, p->mm, T->reg)) ||
+		    hooks_scan(p->hooks, tid, p->mm, T->reg))
 			warning("process %d: some malloc-family hooks are missing", (int)p->pid);
 	}
 	return 0;

@@ -360,8 +360,11 @@ static void run_event(struct tracer *T, struct stop *s)
 		return;
 	}
 	case EVENT_BACKPRESSURE:
-		/* The ring was drained above: the thread goes on as if never stopped. */
-		tracer_count_stop(T, t, STOP_BACKPRESSURE);
+		/*
+		 * The ring was drained above: a probed call's stop is handled (attach
+		 * on the kernel path), and the thread goes on as if never stopped.
+		 */
+		tracer_count_stop(T, t, (enum stop_kind)kheap_call_stop(T, t));
 		restart(t, PTRACE_CONT, 0);
 		return;
 	case EVENT_GONE:

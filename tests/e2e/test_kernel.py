@@ -3,11 +3,11 @@
 The same program gives the same profile on either path. A ring too small for the records of a
 4-thread storm (PTFIL_RING_KIB=64, about 7 records with stack copies) loses nothing: ptfil stops the
 threads while it drains (kernel.backpressure), and the peak and its stacks are those of the ptrace path.
-Under attach on this path the only int3 in malloc and free are the kernel's uprobes, and they go
-with ptfil however it goes (kill -9 included). ptfil still writes int3 of its own into the target:
-into libc's wrappers of the mapping calls and of sigaltstack, and into ld.so's _dl_debug_state and
-its return trampoline; test_attach.py, run on the kernel path too (tests/e2e/uprobe/), checks that
-the code reads as before once ptfil is gone. Without the capabilities the kernel asks for, `auto`
+Under attach on this path the only int3 in the target are the kernel's uprobes: the malloc family,
+and the calls a thread must stop at (libc's wrappers of the mapping calls and of sigaltstack, ld.so's
+_dl_debug_state), whose probes stop it with a signal ptfil suppresses. They go with ptfil however it
+goes: a kill -9 of either ptfil process, or both, leaves the target running and its code as its
+files'. test_attach.py, run on the kernel path too (tests/e2e/uprobe/), checks the rest. Without the capabilities the kernel asks for, `auto`
 says in one line that it takes ptrace and profiles as before; `uprobe` refuses before the
 program runs. Python programs take it too: the kernel reads their frames at the event.
 
@@ -217,6 +217,45 @@ def test_attach_kill_9_leaves_target_intact():
     assert (status, out) == want, "after kill -9 of ptfil: %r, untraced %r" % ((status, out), want)
 
 
+def test_attach_kill_9_of_any_ptfil_process():
+    """Under attach the kernel path writes nothing into the target (issue 26): the malloc family, the
+    mapping calls' wrappers, sigaltstack and the loader's load hook are all kernel probes, and
+    nothing returns through a trampoline of ptfil's. So a SIGKILL of the process the user started,
+    of the tracing process alone (the OOM killer's choice) or of both leaves attach_loop running,
+    its code its files' once the kernel has taken the probes out, and it ends as an untraced run
+    does: 20 kills of each, while its calloc of 192 KiB goes through mmap and munmap every 10 ms."""
+    from test_attach import finish_loop, kill_9_of_any_ptfil_process
+    kill_9_of_any_ptfil_process([LOOP, ITERATIONS], ("--charge=alloc", "--heap-events=uprobe"), 20, bare_loop(),
+                                finish_loop)
+
+
+def test_attach_wrappers_stop_at_kernel_probes():
+    """While attached on the kernel path the mapping calls are seen (their stops counted as wrapper
+    stops) with no int3 of ptfil's in libc's wrappers or ld.so: their bytes read as the files' or
+    as the kernel's int3 at the first byte, and the 16 MiB attach_loop maps after the attach is
+    charged to its stack as on the ptrace path."""
+    want = bare_loop()
+    with Attached([LOOP, ITERATIONS]) as a:
+        a.attach("--charge=alloc", "--heap-events=uprobe")
+        time.sleep(1)
+        path, base = mapped_library(a.pid, "libc.so")
+        fb = function_bytes(a.pid, path, base, ("mmap64", "munmap", "madvise"), HEAD)
+        diffs = code_differences(fb, allow_int3=True)
+        assert not diffs, "while attached, the wrappers differ from libc's file other than by an int3:\n" + "\n".join(diffs)
+        a.signal(signal.SIGINT)
+        rc, err = a.finish()
+        assert rc == 0, (rc, err)
+        assert "breakpoints are in process" not in err, err
+        doc = a.json()
+        c = doc["counters"]
+        assert heap_path(doc) == "uprobe", heap_counters(doc)
+        assert c["stops.bp_wrapper"] > 0 and c["stops.bp_entry"] == 0 and c["stops.bp_return"] == 0, \
+            {k: v for k, v in c.items() if k.startswith("stops.")}
+        os.kill(a.pid, signal.SIGUSR2)
+        status, out = a.target_finish()
+    assert (status, out) == want, "after the detach: %r, untraced %r" % ((status, out), want)
+
+
 def test_attach_detach_leaves_original_bytes():
     want = bare_loop()
     with Attached([LOOP, ITERATIONS]) as a:
@@ -409,5 +448,6 @@ if __name__ == "__main__":
     main([test_plain_c_on_the_kernel_path, test_storm_same_peak_on_both_paths, test_environment_chooses_option_wins, test_bad_value_is_a_usage_error,
           test_tiny_ring_storm_loses_nothing, test_tiny_ring_same_profile_as_ptrace,
           test_attach_kill_9_leaves_target_intact, test_attach_detach_leaves_original_bytes,
+          test_attach_kill_9_of_any_ptfil_process, test_attach_wrappers_stop_at_kernel_probes,
           test_auto_without_capabilities_takes_ptrace, test_uprobe_without_capabilities_refused_before_the_program,
           test_python_on_the_kernel_path])

@@ -211,3 +211,112 @@ int kh_free(struct pt_regs *ctx)
 {
 	return small(ctx, KH_FREE, ctx->di);
 }
+
+/*
+ * Attach on the kernel path: the calls ptfil must see while the thread
+ * waits, written nowhere in the target. A mapping call's libc wrapper,
+ * sigaltstack and the loader's load hook: the registers go into the ring
+ * and the thread is sent the stop signal, which stops it in ptrace's
+ * signal-delivery-stop before its next instruction in user mode, so before
+ * the system call. The system call's result is the raw tracepoint's below.
+ * When ptfil is gone the probe is too; a signal still queued is one the
+ * target ignores (SIGURG or SIGWINCH: kwait.c), or SIGSTOP where it
+ * catches both.
+ */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u32);
+	__type(value, __u64);
+} awaiting SEC(".maps");
+
+/* enum hook_fn's wrappers (tracer/ptrace/hooks.h; kheap.c checks they agree) and the system call each makes. */
+static __always_inline long wrapper_nr(__u32 fn)
+{
+	switch (fn) {
+	case KH_FN_MMAP: return 9;
+	case KH_FN_MUNMAP: return 11;
+	case KH_FN_MREMAP: return 25;
+	case KH_FN_MADVISE: return 28;
+	case KH_FN_BRK: return 12;
+	default: return -1;
+	}
+}
+
+SEC("uprobe")
+int kh_call(struct pt_regs *ctx)
+{
+	__u32 zero = 0;
+	struct kh_config *c = bpf_map_lookup_elem(&config, &zero);
+	struct kh_call *r = ring_reserve(sizeof(*r));
+	if (!r) {
+		count(KH_C_LOST);
+		return 0;
+	}
+	head(ctx, &r->h, KH_CALL, ctx->di, ctx->si, ctx->dx);
+	r->regs[KH_RIP] = ctx->ip;
+	r->regs[KH_RSP] = ctx->sp;
+	r->regs[KH_RBP] = ctx->bp;
+	r->regs[KH_RBX] = ctx->bx;
+	r->regs[KH_R12] = ctx->r12;
+	r->regs[KH_R13] = ctx->r13;
+	r->regs[KH_R14] = ctx->r14;
+	r->regs[KH_R15] = ctx->r15;
+	r->regs[KH_RAX] = ctx->ax;
+	r->regs[KH_RCX] = ctx->cx;
+	r->regs[KH_RDX] = ctx->dx;
+	r->regs[KH_RSI] = ctx->si;
+	r->regs[KH_RDI] = ctx->di;
+	r->regs[KH_R8] = ctx->r8;
+	r->regs[KH_R9] = ctx->r9;
+	r->regs[KH_R10] = ctx->r10;
+	r->regs[KH_R11] = ctx->r11;
+	long nr = wrapper_nr(r->h.fn);
+	if (nr >= 0) {
+		__u32 tid = r->h.tid;
+		__u64 v = (__u64)nr;
+		bpf_map_update_elem(&awaiting, &tid, &v, BPF_ANY);
+	}
+	/* Always submitted with a wake-up: ptfil must read it before it handles the stop. */
+	bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);
+	if (c)
+		bpf_send_signal_thread((__u32)c->stop_signal);
+	return 0;
+}
+
+/*
+ * Every system call's return on the machine passes here while a process is
+ * attached on the kernel path: one lookup for a thread that is not in a
+ * wrapper's call ptfil follows. The kernel's pt_regs: the same layout as the
+ * user registers above.
+ */
+SEC("raw_tracepoint/sys_exit")
+int kh_sys_exit(struct bpf_raw_tracepoint_args *ctx)
+{
+	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	__u64 *want = bpf_map_lookup_elem(&awaiting, &tid);
+	if (!want)
+		return 0;
+	struct pt_regs *regs = (struct pt_regs *)ctx->args[0];
+	unsigned long nr = 0;
+	bpf_probe_read_kernel(&nr, sizeof(nr), &regs->orig_ax);
+	if (nr != *want)
+		return 0;
+	bpf_map_delete_elem(&awaiting, &tid);
+	struct kh_rec *r = ring_reserve(sizeof(*r));
+	if (!r) {
+		count(KH_C_LOST);
+		return 0;
+	}
+	__u64 id = bpf_get_current_pid_tgid();
+	r->kind = KH_CALLRET;
+	r->tid = (__u32)id;
+	r->tgid = (__u32)(id >> 32);
+	r->fn = 0;
+	r->a[0] = (__u64)ctx->args[1];
+	r->a[1] = nr;
+	r->a[2] = 0;
+	r->chunk = 0;
+	bpf_ringbuf_submit(r, pressure_of(0));
+	return 0;
+}

@@ -14,6 +14,7 @@
 #include <sys/epoll.h>
 #include <sys/ptrace.h>
 #include <sys/signalfd.h>
+#include <sys/syscall.h>
 #include <sys/user.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,9 +24,12 @@
 #include "symbols/maps.h"
 #include "symbols/sym.h"
 #include "tracer/memory/alloc.h"
+#include "tracer/ptrace/breakpoints.h"
 #include "tracer/ptrace/hooks.h"
+#include "tracer/ptrace/mapcalls.h"
 #include "tracer/stacks/modules.h"
 #include "tracer/stacks/capture.h"
+#include "tracer/stacks/stacks.h"
 #include "tracer/core/session.h"
 #include "tracer/kernel/kheap_rec.h"
 #include "tracer/kernel/kwait.h"
@@ -40,6 +44,9 @@
 #endif
 
 _Static_assert(KH_FN_POSIX_MEMALIGN == (int)ALLOC_POSIX_MEMALIGN, "kheap_rec.h and memory/alloc.h disagree");
+_Static_assert(KH_FN_DL_DEBUG == HOOK_DL_DEBUG && KH_FN_MMAP == HOOK_MMAP && KH_FN_MUNMAP == HOOK_MUNMAP &&
+	       KH_FN_MREMAP == HOOK_MREMAP && KH_FN_MADVISE == HOOK_MADVISE && KH_FN_BRK == HOOK_BRK &&
+	       KH_FN_SIGALTSTACK == HOOK_SIGALTSTACK, "kheap_rec.h and ptrace/hooks.h disagree");
 
 int kheap_parse(const char *s, enum heap_events *out)
 {
@@ -273,6 +280,38 @@ static void on_free(struct tracer *T, struct tracee *t, const struct kh_rec *r)
 		alloc_free(T, t, r->a[0]);
 }
 
+/* A probed call's record (attach): kept for the thread's stop, which comes next. */
+static void on_call(struct tracee *t, const struct kh_call *c, size_t len)
+{
+	if (len < sizeof(*c))
+		return;
+	struct sc_call *sc = t->sc;
+	sc->kpending = 1;
+	sc->kfn = (int)c->h.fn;
+	to_regs((const struct kh_entry *)c, &sc->kregs);
+}
+
+/* The system call of a probed wrapper returned (its thread runs on). */
+static void on_call_return(struct tracer *T, struct tracee *t, const struct kh_rec *r)
+{
+	struct sc_call *sc = t->sc;
+	if (sc->kpending) {
+		/*
+		 * The call ran before its stop (the stop signal blocked by the
+		 * thread): what it released was not measured first; it is charged
+		 * and released as it came, its stack the one of the entry.
+		 */
+		sc->kpending = 0;
+		if (sc->kfn >= HOOK_MMAP && sc->kfn <= HOOK_BRK) {
+			uint64_t a[6] = { sc->kregs.rdi, sc->kregs.rsi, sc->kregs.rdx, sc->kregs.rcx, sc->kregs.r8, sc->kregs.r9 };
+			static const long nr[] = { SYS_mmap, SYS_munmap, SYS_mremap, SYS_madvise, SYS_brk };
+			sc->stack = STACKS_ROOT;
+			sc->kawait = sysc_begin(T, t, nr[sc->kfn - HOOK_MMAP], a, &sc->kregs);
+		}
+	}
+	bp_kernel_return(T, t, r->a[0]);
+}
+
 static void on_record(void *ctx, const void *rec, size_t len)
 {
 	struct tracer *T = ctx;
@@ -306,7 +345,22 @@ static void on_record(void *ctx, const void *rec, size_t len)
 	case KH_FREE:
 		on_free(T, t, r);
 		break;
+	case KH_CALL:
+		on_call(t, rec, len);
+		break;
+	case KH_CALLRET:
+		on_call_return(T, t, r);
+		break;
 	}
+}
+
+int kheap_call_stop(struct tracer *T, struct tracee *t)
+{
+	struct sc_call *sc = t->sc;
+	if (!kheap_on(T) || !sc->kpending)
+		return STOP_BACKPRESSURE;
+	sc->kpending = 0;
+	return bp_kernel_call(T, t, sc->kfn, &sc->kregs);
 }
 
 void kheap_drain(struct tracer *T)
@@ -393,6 +447,58 @@ static int kernel_python(struct tracer *T, struct proc *p)
 	return -1;
 }
 
+/*
+ * Kernel probes on the n sites of module e in process p: the malloc family
+ * (an entry and a return probe each, free's entry) and the calls a thread
+ * stops at (KH_CALL). All or none. Returns 0 or -1.
+ */
+static int attach_sites(struct tracer *T, struct proc *p, const struct modreg_entry *e,
+			const struct hooks_site *sites, size_t n)
+{
+	struct maps maps;
+	if (proc_maps_read(p->pid, &maps))
+		return -1;
+	struct kprobe_site ks[HOOK__COUNT];
+	const struct maps_entry *where = NULL;
+	int rc = -1, family = 0;
+	for (size_t i = 0; i < n && i < HOOK__COUNT; i++) {
+		const struct maps_entry *m = maps_find(&maps, sites[i].addr);
+		if (!m || m->inode != e->inode || !(m->perms & MAPS_X))
+			goto out;
+		where = m;
+		family |= sites[i].fn < HOOK_DL_DEBUG;
+		ks[i].kind = sites[i].fn == HOOK_FREE ? KPS_FREE : sites[i].fn >= HOOK_DL_DEBUG ? KPS_CALL : KPS_ALLOC;
+		/* A call's stop reads its registers as at the entry: probed there. */
+		uint64_t skip = ks[i].kind == KPS_CALL ? 0 : probe_offset(p->pid, sites[i].addr);
+		if (sites[i].addr + skip >= m->end)
+			skip = 0;
+		ks[i].offset = sites[i].addr + skip - m->start + m->offset;
+		ks[i].fn = sites[i].fn;
+	}
+	if (!where)
+		goto out;
+	/* The file as the kernel can open it: the mapping itself, else the path in the process's root. */
+	char path[2][4200];
+	snprintf(path[0], sizeof(path[0]), "/proc/%d/map_files/%llx-%llx", (int)p->pid,
+		 (unsigned long long)where->start, (unsigned long long)where->end);
+	snprintf(path[1], sizeof(path[1]), "/proc/%d/root%s", (int)p->pid, e->path);
+	for (int k = 0; k < 2 && rc; k++) {
+		int fds[KPROBES_LINKS];
+		if (kprobes_attach(&T->kh->kp, p->pid, path[k], ks, n, fds) == 0) {
+			if (add_links(p, fds, KPROBES_LINKS)) {
+				kprobes_detach(fds, KPROBES_LINKS);
+				break;
+			}
+			rc = 0;
+		}
+	}
+	if (rc == 0 && family)
+		p->kp->used = 1;
+out:
+	maps_fin(&maps);
+	return rc;
+}
+
 /* hooks_probe_fn: the kernel probes module e's malloc family in process ctx. */
 static int probe_module(void *ctx, const struct modreg_entry *e, const struct hooks_site *sites, size_t n)
 {
@@ -418,44 +524,27 @@ static int probe_module(void *ctx, const struct modreg_entry *e, const struct ho
 			return 1;
 		}
 	}
-	struct maps maps;
-	if (proc_maps_read(p->pid, &maps))
-		return -1;
-	struct kprobe_site ks[HOOK__COUNT];
-	const struct maps_entry *where = NULL;
-	int rc = -1;
-	for (size_t i = 0; i < n && i < HOOK__COUNT; i++) {
-		const struct maps_entry *m = maps_find(&maps, sites[i].addr);
-		if (!m || m->inode != e->inode || !(m->perms & MAPS_X))
-			goto out;
-		where = m;
-		uint64_t skip = probe_offset(p->pid, sites[i].addr);
-		if (sites[i].addr + skip >= m->end)
-			skip = 0;
-		ks[i].offset = sites[i].addr + skip - m->start + m->offset;
-		ks[i].fn = sites[i].fn;
-		ks[i].is_free = sites[i].fn == HOOK_FREE;
-	}
-	/* The file as the kernel can open it: the mapping itself, else the path in the process's root. */
-	char path[2][4200];
-	snprintf(path[0], sizeof(path[0]), "/proc/%d/map_files/%llx-%llx", (int)p->pid,
-		 (unsigned long long)where->start, (unsigned long long)where->end);
-	snprintf(path[1], sizeof(path[1]), "/proc/%d/root%s", (int)p->pid, e->path);
-	for (int k = 0; k < 2 && rc; k++) {
-		int fds[3];
-		if (kprobes_attach(&T->kh->kp, p->pid, path[k], ks, n, fds) == 0) {
-			if (add_links(p, fds, 3)) {
-				kprobes_detach(fds, 3);
-				break;
-			}
-			rc = 0;
-		}
-	}
-	if (rc == 0)
-		p->kp->used = 1;
-out:
-	maps_fin(&maps);
-	return rc;
+	return attach_sites(T, p, e, sites, n);
+}
+
+/*
+ * hooks_probe_fn for the calls a thread must stop at (attach: the mapping
+ * calls' wrappers, sigaltstack, the loader's load hook): kernel probes that
+ * stop it with the back-pressure signal, nothing written into the target.
+ * Returns 1 (breakpoints after all) for a process whose main thread is gone,
+ * where the kernel would install none.
+ */
+static int probe_calls(void *ctx, const struct modreg_entry *e, const struct hooks_site *sites, size_t n)
+{
+	struct proc *p = ctx;
+	struct tracer *T = tracer_of_probes;
+	if (!T || !kheap_on(T))
+		return 1;
+	pid_t tracer = 0;
+	char st = procfs_state(p->pid, &tracer);
+	if (st == 'Z' || st == 'X')
+		return 1;
+	return attach_sites(T, p, e, sites, n) ? 1 : 0;
 }
 
 void kheap_proc_setup(struct tracer *T, struct proc *p)
@@ -463,6 +552,8 @@ void kheap_proc_setup(struct tracer *T, struct proc *p)
 	if (!kheap_on(T))
 		return;
 	p->hooks->probe = probe_module;
+	/* Attach: the calls a thread stops at are the kernel's probes too, so that nothing is written into it. */
+	p->hooks->call_probe = T->attach && p->hooks->wrappers ? probe_calls : NULL;
 	p->hooks->probe_ctx = p;
 	/* A new image, or a new process: its Python, if any, is described again at its first probe. */
 	pyread_forget(T->kh->kp.pyprocs_fd, p->pid);
@@ -492,10 +583,16 @@ static void leave_kernel_path(struct tracer *T, struct tracee *t)
 			if (o->p == p)
 				alloc_forget(o);
 	p->hooks->n_scanned = 0;
-	if (hooks_scan(p->hooks, t->tid, p->mm, T->reg))
+	/* Its calls' probes went with the links: int3s for everything now, the loader's hook first. */
+	int had_calls = p->hooks->call_probe != NULL;
+	p->hooks->call_probe = NULL;
+	/* A call already recorded is still seen: its stop and its return come from the kernel as before. */
+	if ((had_calls && hooks_arm_loader(p->hooks, t->tid, p->mm, T->reg)) ||
+	    hooks_scan(p->hooks, t->tid, p->mm, T->reg))
 		warning("process %d: some malloc-family hooks are missing", (int)p->pid);
 	notice("process %d has a signal stack above its stack, where kernel uprobes cannot return: "
-	       "its heap events go through ptrace from now on", (int)p->pid);
+	       "its heap events go through ptrace from now on%s", (int)p->pid,
+	       had_calls ? ", with breakpoints in its code while attached" : "");
 }
 
 void kheap_sigaltstack(struct tracer *T, struct tracee *t, uint64_t ss, uint64_t sp)
@@ -625,6 +722,7 @@ void kheap_sigaltstack(struct tracer *T, struct tracee *t, uint64_t ss, uint64_t
 void kheap_leave_pending(struct tracer *T, struct tracee *t) { (void)T; (void)t; }
 void kheap_drain(struct tracer *T) { (void)T; }
 int kheap_owns_stop(struct tracer *T, struct tracee *t, int status) { (void)T; (void)t; (void)status; return 0; }
+int kheap_call_stop(struct tracer *T, struct tracee *t) { (void)T; (void)t; return STOP_BACKPRESSURE; }
 void kheap_refresh_stats(struct tracer *T) { (void)T; }
 int kheap_leave(struct tracer *T) { (void)T; return 0; }
 void kheap_proc_setup(struct tracer *T, struct proc *p) { (void)T; (void)p; }

@@ -4,8 +4,9 @@
  * ordered stream of records (kernel/uprobes.c); ptfil drains it between
  * ptrace stops and gives each record to the heap-event sink
  * (memory/alloc.h), as ptrace/breakpoints.c gives it a breakpoint's stop.
- * ptrace keeps everything else: launch and attach, the mapping calls,
- * threads, forks, exec, signals, leaving, and back-pressure (a thread the BPF
+ * ptrace keeps everything else: launch and attach, the mapping calls (under
+ * attach they stop at kernel probes too, so that nothing is written into
+ * the target), threads, forks, exec, signals, leaving, and back-pressure (a thread the BPF
  * program stopped with SIGSTOP while ptfil catches up).
  */
 #ifndef PTFIL_KHEAP_H
@@ -84,6 +85,13 @@ void kheap_drain(struct tracer *T);
  * is then suppressed, once the ring is drained.
  */
 int kheap_owns_stop(struct tracer *T, struct tracee *t, int status);
+/*
+ * At such a stop of thread t, the ring drained: when it is the stop of a
+ * probed call (attach: a mapping call's wrapper, sigaltstack, the loader's
+ * load hook), the call is handled (ptrace/breakpoints.h, bp_kernel_call).
+ * Returns the stop kind to count: STOP_BACKPRESSURE when it was none.
+ */
+int kheap_call_stop(struct tracer *T, struct tracee *t);
 
 /*
  * Process p's malloc family goes to the kernel path when there is one (its

@@ -12,6 +12,14 @@ enum {
 	KH_ENTRY = 1,   /* an allocating call entered: struct kh_entry */
 	KH_RETURN,      /* an allocating call returned: a[0] = its result */
 	KH_FREE,        /* free entered: a[0] = the pointer */
+	/*
+	 * Attach: a mapping call's libc wrapper, sigaltstack or the loader's
+	 * load hook entered (struct kh_call); the thread was sent the stop
+	 * signal and stops before its next instruction (kheap.c, kheap_call_stop).
+	 */
+	KH_CALL,
+	/* The system call of a wrapper that KH_CALL recorded returned: a[0] = its result, a[1] = its number. */
+	KH_CALLRET,
 };
 #define KH_STORED 0x100 /* KH_RETURN of posix_memalign: a[2] holds the block it stored */
 /*
@@ -26,6 +34,14 @@ enum {
 
 /* enum hook_fn's posix_memalign (tracer/ptrace/hooks.h; kheap.c checks they agree): its block is returned through memory. */
 #define KH_FN_POSIX_MEMALIGN 5
+/* Its load hook and mapping call wrappers, probed under attach (KH_CALL). */
+#define KH_FN_DL_DEBUG 10
+#define KH_FN_MMAP 11
+#define KH_FN_MUNMAP 12
+#define KH_FN_MREMAP 13
+#define KH_FN_MADVISE 14
+#define KH_FN_BRK 15
+#define KH_FN_SIGALTSTACK 16
 
 /* Register slots of struct kh_entry, the ones an unwind can ask for. */
 enum {
@@ -64,6 +80,12 @@ struct kh_entry {
 	unsigned long long regs[KH_NREGS];
 	unsigned long long stack_len;    /* bytes of stack[] copied */
 	unsigned char stack[KH_STACK];
+};
+
+/* KH_CALL: the registers at the probe, the function's first instruction (the stop comes one later). */
+struct kh_call {
+	struct kh_rec h;
+	unsigned long long regs[KH_NREGS];
 };
 
 /* Counters the programs keep (a per-CPU array, summed by ptfil). */

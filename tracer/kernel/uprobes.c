@@ -123,7 +123,8 @@ static int map_fd(struct bpf_object *obj, const char *name, int *fd)
 int kprobes_open(struct kprobes *k, size_t ring_bytes, char *why, size_t whylen)
 {
 	memset(k, 0, sizeof(*k));
-	k->prog_entry = k->prog_return = k->prog_free = k->ring_fd = k->counters_fd = k->config_fd = k->pyprocs_fd = k->pycodes_fd = -1;
+	k->prog_entry = k->prog_return = k->prog_free = k->prog_call = k->prog_sys_exit = k->sys_exit_link = k->ring_fd =
+		k->counters_fd = k->config_fd = k->pyprocs_fd = k->pycodes_fd = -1;
 	k->page = (size_t)sysconf(_SC_PAGESIZE);
 	if (ring_bytes < k->page || (ring_bytes & (ring_bytes - 1))) {
 		say(why, whylen, "the ring size must be a power of two of at least %zu bytes", k->page);
@@ -139,7 +140,8 @@ int kprobes_open(struct kprobes *k, size_t ring_bytes, char *why, size_t whylen)
 	struct bpf_map *ring = bpf_object__find_map_by_name(obj, "ring");
 	struct bpf_program *p;
 	bpf_object__for_each_program(p, obj)
-		bpf_program__set_expected_attach_type(p, KP_TRACE_UPROBE_MULTI);
+		if (bpf_program__type(p) != BPF_PROG_TYPE_RAW_TRACEPOINT)
+			bpf_program__set_expected_attach_type(p, KP_TRACE_UPROBE_MULTI);
 	if (!ring || bpf_map__set_max_entries(ring, (uint32_t)ring_bytes)) {
 		say(why, whylen, "cannot size the ring buffer");
 		goto fail;
@@ -150,7 +152,8 @@ int kprobes_open(struct kprobes *k, size_t ring_bytes, char *why, size_t whylen)
 		goto fail;
 	}
 	if (prog_fd(obj, "kh_entry", &k->prog_entry) || prog_fd(obj, "kh_return", &k->prog_return) ||
-	    prog_fd(obj, "kh_free", &k->prog_free) || map_fd(obj, "ring", &k->ring_fd) ||
+	    prog_fd(obj, "kh_free", &k->prog_free) || prog_fd(obj, "kh_call", &k->prog_call) ||
+	    prog_fd(obj, "kh_sys_exit", &k->prog_sys_exit) || map_fd(obj, "ring", &k->ring_fd) ||
 	    map_fd(obj, "counters", &k->counters_fd) || map_fd(obj, "config", &k->config_fd) ||
 	    map_fd(obj, "pyprocs", &k->pyprocs_fd) || map_fd(obj, "pycodes", &k->pycodes_fd)) {
 		say(why, whylen, "ptfil's BPF object lacks a program or map");
@@ -183,6 +186,8 @@ fail:
 
 void kprobes_close(struct kprobes *k)
 {
+	if (k->sys_exit_link >= 0)
+		close(k->sys_exit_link);
 	if (k->prod)
 		munmap(k->prod, k->page + 2 * k->ring_size);
 	if (k->cons)
@@ -190,42 +195,58 @@ void kprobes_close(struct kprobes *k)
 	if (k->obj)
 		bpf_object__close(k->obj);
 	memset(k, 0, sizeof(*k));
-	k->prog_entry = k->prog_return = k->prog_free = k->ring_fd = k->counters_fd = k->config_fd = k->pyprocs_fd = k->pycodes_fd = -1;
+	k->prog_entry = k->prog_return = k->prog_free = k->prog_call = k->prog_sys_exit = k->sys_exit_link = k->ring_fd =
+		k->counters_fd = k->config_fd = k->pyprocs_fd = k->pycodes_fd = -1;
 }
 
 int kprobes_attach(struct kprobes *k, pid_t pid, const char *path, const struct kprobe_site *sites, size_t n,
-		   int fds[3])
+		   int fds[KPROBES_LINKS])
 {
 	uint64_t *off = calloc(n ? n : 1, 2 * sizeof(uint64_t));
 	if (!off)
 		return -1;
 	uint64_t *cookie = off + (n ? n : 1);
-	fds[0] = fds[1] = fds[2] = -1;
+	for (int i = 0; i < KPROBES_LINKS; i++)
+		fds[i] = -1;
 	int rc = 0;
-	for (int pass = 0; pass < 2 && rc == 0; pass++) {
-		/* Pass 0: the allocating functions (an entry link and a return link), pass 1: free. */
+	for (int pass = KPS_ALLOC; pass <= KPS_CALL && rc == 0; pass++) {
 		size_t m = 0;
 		for (size_t i = 0; i < n; i++)
-			if (sites[i].is_free == pass) {
+			if ((int)sites[i].kind == pass) {
 				off[m] = sites[i].offset;
 				cookie[m++] = sites[i].fn;
 			}
 		if (!m)
 			continue;
-		if (pass == 0) {
+		switch (pass) {
+		case KPS_ALLOC:
+			/* An entry link and a return link. */
 			fds[0] = link_uprobe_multi(k->prog_entry, pid, path, off, cookie, m, 0);
 			if (fds[0] >= 0)
 				fds[1] = link_uprobe_multi(k->prog_return, pid, path, off, cookie, m, 1);
 			rc = fds[0] < 0 || fds[1] < 0 ? -1 : 0;
-		} else {
+			break;
+		case KPS_FREE:
 			fds[2] = link_uprobe_multi(k->prog_free, pid, path, off, cookie, m, 0);
 			rc = fds[2] < 0 ? -1 : 0;
+			break;
+		default:
+			/* The calls' results come from the return of their system call: its tracepoint first. */
+			if (k->sys_exit_link < 0)
+				k->sys_exit_link = bpf_raw_tracepoint_open("sys_exit", k->prog_sys_exit);
+			if (k->sys_exit_link < 0) {
+				rc = -1;
+				break;
+			}
+			fds[3] = link_uprobe_multi(k->prog_call, pid, path, off, cookie, m, 0);
+			rc = fds[3] < 0 ? -1 : 0;
+			break;
 		}
 	}
 	free(off);
 	if (rc) {
 		int err = errno;
-		kprobes_detach(fds, 3);
+		kprobes_detach(fds, KPROBES_LINKS);
 		errno = err;
 	}
 	return rc;

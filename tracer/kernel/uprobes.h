@@ -20,7 +20,8 @@
 
 struct kprobes {
 	void *obj;                  /* struct bpf_object, owned */
-	int prog_entry, prog_return, prog_free;
+	int prog_entry, prog_return, prog_free, prog_call, prog_sys_exit;
+	int sys_exit_link;          /* the raw tracepoint of system calls' returns, -1 until a call probe needs it */
 	int ring_fd, counters_fd, config_fd;
 	int pyprocs_fd, pycodes_fd; /* the Python reader's processes and the code objects ptfil named (pyread.bpf.h) */
 	size_t ring_size;
@@ -31,12 +32,21 @@ struct kprobes {
 	uint64_t waits;             /* records found still being written, waited for */
 };
 
+/* What a probe site is, and so which programs it gets. */
+enum kprobe_kind {
+	KPS_ALLOC,                  /* an allocating function: entry and return */
+	KPS_FREE,                   /* free: its entry */
+	KPS_CALL,                   /* attach: a call the thread must stop at (KH_CALL), its entry only */
+};
+
 /* One probe site: a function's file offset in a module, and what it is. */
 struct kprobe_site {
 	uint64_t offset;
 	uint32_t fn;                /* enum hook_fn, the record's fn */
-	int is_free;                /* free: one probe on entry; otherwise entry and return */
+	enum kprobe_kind kind;
 };
+
+#define KPROBES_LINKS 4         /* links one kprobes_attach can make */
 
 /*
  * Loads the programs with a ring of ring_bytes (a power of two, at least a
@@ -50,11 +60,13 @@ void kprobes_close(struct kprobes *k);
 
 /*
  * Probes the sites of module file path (as the kernel can open it) in process
- * pid only: at most 3 links, their fds in fds[0..2] (-1 where none). All or
- * nothing: returns 0, or -1 with errno and no link left.
+ * pid only: at most KPROBES_LINKS links, their fds in fds (-1 where none).
+ * All or nothing: returns 0, or -1 with errno and no link left. The first
+ * KPS_CALL site also attaches the system calls' return tracepoint, once, for
+ * as long as k is open.
  */
 int kprobes_attach(struct kprobes *k, pid_t pid, const char *path, const struct kprobe_site *sites, size_t n,
-		   int fds[3]);
+		   int fds[KPROBES_LINKS]);
 /* Closes link fds (the kernel takes their probes out). */
 void kprobes_detach(int *fds, size_t n);
 

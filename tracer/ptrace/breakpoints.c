@@ -376,6 +376,60 @@ static void on_load(struct tracer *T, struct tracee *t, const struct hook_bp *bp
 	emulate_and_go(t, b, regs, NULL);
 }
 
+int bp_kernel_call(struct tracer *T, struct tracee *t, int fn, struct user_regs_struct *entry)
+{
+	struct proc *p = t->p;
+	if (!p->profiled || !p->ready)
+		return STOP_BACKPRESSURE;
+	if (fn == HOOK_DL_DEBUG) {
+		/* A library came or went: its functions are probed before the thread runs on into its code. */
+		if (capture_load_maps(T, p) == 0 && hooks_scan(p->hooks, t->tid, p->mm, T->reg))
+			warning("process %d: some malloc-family hooks are missing", (int)p->pid);
+		return STOP_DL_DEBUG;
+	}
+	if (fn == HOOK_SIGALTSTACK) {
+		if (T->on_sigaltstack)
+			T->on_sigaltstack(T, t, entry->rdi, entry->rsp);
+		return STOP_BP_WRAPPER;
+	}
+	if (fn < HOOK_MMAP || fn > HOOK_BRK)
+		return STOP_BACKPRESSURE;
+	/* Inside a call the kernel path follows, the mapping calls decide themselves (ptrace/mapcalls.h). */
+	uint64_t a[6] = { entry->rdi, entry->rsi, entry->rdx, entry->rcx, entry->r8, entry->r9 };
+	if (fn == HOOK_BRK) {
+		uint64_t cur = read_curbrk(t);
+		if (!cur)
+			return STOP_BP_WRAPPER;
+		long ps = sysconf(_SC_PAGESIZE);
+		p->brk_cur = (cur + (uint64_t)ps - 1) & ~((uint64_t)ps - 1);
+	}
+	t->sc->stack = STACKS_FAILED;
+	t->sc->kawait = 0;
+	if (!sysc_begin(T, t, wrapper_nr((enum hook_fn)fn), a, entry))
+		return STOP_BP_WRAPPER;
+	/*
+	 * The stack now, the thread stopped one instruction in: that
+	 * instruction left everything above the entry's stack pointer as it was.
+	 * The result comes while the thread runs on: nothing is unwound then.
+	 */
+	if ((fn == HOOK_MMAP && (a[3] & MAP_ANONYMOUS)) || fn == HOOK_MREMAP || fn == HOOK_BRK)
+		t->sc->stack = capture_stack(T, t, entry);
+	if (t->sc->stack == STACKS_FAILED)
+		t->sc->stack = STACKS_ROOT;
+	t->sc->kawait = 1;
+	return STOP_BP_WRAPPER;
+}
+
+void bp_kernel_return(struct tracer *T, struct tracee *t, uint64_t ret)
+{
+	if (!t->sc->kawait)
+		return;
+	t->sc->kawait = 0;
+	/* The raw system call's result: brk's is the break it reached, the wrapper's 0 or -1. */
+	sysc_end(T, t, ret, &t->sc->kregs);
+	t->sc->stack = STACKS_FAILED;
+}
+
 int bp_owns(const struct tracee *t, const struct user_regs_struct *regs)
 {
 	uint64_t at = regs->rip - 1;

@@ -43,7 +43,7 @@ void hooks_fin(struct hooks *h)
 static void forget_all(struct hooks *h)
 {
 	int wrappers = h->wrappers, no_heap = h->no_heap, exact = h->exact_sizes;
-	hooks_probe_fn probe = h->probe;
+	hooks_probe_fn probe = h->probe, call_probe = h->call_probe;
 	void *ctx = h->probe_ctx;
 	hooks_fin(h);
 	hooks_init(h);
@@ -51,6 +51,7 @@ static void forget_all(struct hooks *h)
 	h->no_heap = no_heap;
 	h->exact_sizes = exact;
 	h->probe = probe;
+	h->call_probe = call_probe;
 	h->probe_ctx = ctx;
 }
 
@@ -71,6 +72,7 @@ int hooks_copy(struct hooks *dst, const struct hooks *src)
 	}
 	/* The kernel's probes are the parent's alone: the child's own are made when its modules are scanned. */
 	dst->probe = src->probe;
+	dst->call_probe = src->call_probe;
 	for (size_t i = 0; i < src->n; i++) {
 		if (grow_array(&dst->v, &dst->cap, dst->n + 1, sizeof(*dst->v), 32))
 			return -1;
@@ -239,6 +241,25 @@ static int probe_group(struct hooks *h, const struct modreg_entry *e)
 }
 
 /*
+ * The calls of [first, last] that module e defines, to kernel probes that
+ * stop the thread (call_probe). Returns 0 when done (or none is defined),
+ * else non-zero: int3s then.
+ */
+static int probe_calls(struct hooks *h, const struct modreg_entry *e, enum hook_fn first, enum hook_fn last)
+{
+	struct hooks_site s[HOOK__COUNT];
+	size_t n = 0;
+	for (int fn = first; fn <= (int)last; fn++) {
+		uint64_t off;
+		if (sym_dynamic(e->sym, hook_names[fn], &off))
+			continue;
+		s[n].addr = e->base + off;
+		s[n++].fn = (enum hook_fn)fn;
+	}
+	return n ? h->call_probe(h->probe_ctx, e, s, n) : 0;
+}
+
+/*
  * glibc's malloc and calloc can be hooked at their returns: every way out is
  * a ret (symbols/exits.h), and the usable size of a block is in its chunk
  * header (tracer/ptrace/breakpoints.c reads it). Another allocator's headers say nothing
@@ -279,6 +300,8 @@ static int hook_group(struct hooks *h, const struct hooks_mem *mem, const struct
 	struct hooks_exit_fn xf[2];
 	size_t n = 0, nx = 0;
 	if (first == HOOK_MALLOC && h->probe && probe_group(h, e) == 0)
+		return 0;
+	if (first != HOOK_MALLOC && h->call_probe && probe_calls(h, e, first, last) == 0)
 		return 0;
 	for (int fn = first; fn <= (int)last; fn++) {
 		uint64_t off;
@@ -347,9 +370,9 @@ static int mark_scanned(struct hooks *h, uint32_t gid)
 	return 0;
 }
 
-int hooks_exec_mem(struct hooks *h, const struct hooks_mem *mem, const struct modmap *mm, struct modreg *reg)
+/* Arms the linker's load hook in every module of mm that defines it and has none yet. */
+static int arm_loader(struct hooks *h, const struct hooks_mem *mem, const struct modmap *mm, struct modreg *reg)
 {
-	forget_all(h);
 	for (size_t i = 0; i < mm->n; i++) {
 		struct modreg_entry *e = &reg->v[mm->v[i].gid];
 		uint64_t off, entry;
@@ -360,6 +383,9 @@ int hooks_exec_mem(struct hooks *h, const struct hooks_mem *mem, const struct mo
 		/* The linker's entry code ran once, before its first load event: a safe place for the trampoline. */
 		if (sym_entry(e->sym, &entry) == 0)
 			h->trampoline = e->base + entry;
+		struct hooks_site site = { e->base + off, HOOK_DL_DEBUG };
+		if (h->call_probe && h->call_probe(h->probe_ctx, e, &site, 1) == 0)
+			continue; /* the kernel's probe: nothing written */
 		struct pending p;
 		if (hooks_find(h, e->base + off))
 			continue;
@@ -374,9 +400,27 @@ int hooks_exec_mem(struct hooks *h, const struct hooks_mem *mem, const struct mo
 		if (arm(h, mem, &p, mm->v[i].gid))
 			return -1;
 	}
+	return 0;
+}
+
+int hooks_exec_mem(struct hooks *h, const struct hooks_mem *mem, const struct modmap *mm, struct modreg *reg)
+{
+	forget_all(h);
+	if (arm_loader(h, mem, mm, reg))
+		return -1;
 	/* Forget the mark: the linker is scanned again for malloc-family functions at the first load event. */
 	h->n_scanned = 0;
 	return 0;
+}
+
+int hooks_arm_loader(struct hooks *h, pid_t tid, const struct modmap *mm, struct modreg *reg)
+{
+	struct hooks_mem mem = hooks_mem_tid(tid);
+	h->n_scanned = 0;
+	int rc = arm_loader(h, &mem, mm, reg);
+	/* The marks go: every module is looked at again for the malloc family at the next scan. */
+	h->n_scanned = 0;
+	return rc;
 }
 
 /* Whether breakpoint b's byte is known to be gone with its module: mm maps another object there, or nothing. */
@@ -386,6 +430,15 @@ static int unmapped(const struct hook_bp *b, const struct modmap *mm, const stru
 		return 0; /* a reading that found nothing mapped proves nothing */
 	const struct modrange *r = modmap_find(mm, b->addr);
 	return !r || !modreg_same(reg, r->gid, b->gid);
+}
+
+/* Whether some breakpoint of h is a function's entry whose return ptfil takes (not the load hook, not a return). */
+static int trampoline_needed(const struct hooks *h)
+{
+	for (size_t i = 0; i < h->n; i++)
+		if (h->v[i].fn != HOOK_DL_DEBUG && !h->v[i].at_exit && h->v[i].fn != HOOK_FREE && h->v[i].fn != HOOK_SIGALTSTACK)
+			return 1;
+	return 0;
 }
 
 int hooks_scan_mem(struct hooks *h, const struct hooks_mem *mem, const struct modmap *mm, struct modreg *reg)
@@ -431,7 +484,8 @@ int hooks_scan_mem(struct hooks *h, const struct hooks_mem *mem, const struct mo
 		if (h->wrappers && !h->curbrk && sym_dynamic_data(e->sym, "__curbrk", &off) == 0)
 			h->curbrk = e->base + off;
 	}
-	if (h->trampoline && !h->trampoline_armed) {
+	/* Only the int3s' calls return through it: with none, nothing is written. */
+	if (h->trampoline && !h->trampoline_armed && trampoline_needed(h)) {
 		if (write_byte(mem, h->trampoline, 0xcc, &h->trampoline_orig))
 			return -1;
 		h->trampoline_armed = 1;

@@ -79,7 +79,14 @@ struct hooks {
 	uint32_t *scanned; size_t n_scanned, cap_scanned;  /* module ids already looked at */
 	uint64_t unhookable;           /* modules whose malloc family (or wrappers) was left unhooked: one function could not be */
 	hooks_probe_fn probe;          /* set: the malloc family goes to the kernel path (no int3 of ours in it) */
-	void *probe_ctx;               /* the process's, for probe; not copied by hooks_copy */
+	/*
+	 * Set (attach on the kernel path): the mapping calls' wrappers,
+	 * sigaltstack and the loader's load hook are kernel probes too, whose
+	 * calls stop the thread (ptrace/breakpoints.h, bp_kernel_call). Returns
+	 * 0, or non-zero when a module's cannot be probed: they get int3s then.
+	 */
+	hooks_probe_fn call_probe;
+	void *probe_ctx;               /* the process's, for probe and call_probe; not copied by hooks_copy */
 };
 
 extern const char *const hook_names[HOOK__COUNT];
@@ -110,6 +117,12 @@ int hooks_copy(struct hooks *dst, const struct hooks *src);
  * could not be written.
  */
 int hooks_exec_mem(struct hooks *h, const struct hooks_mem *mem, const struct modmap *mm, struct modreg *reg);
+/*
+ * The dynamic linker's load hook alone, in a process whose breakpoints are
+ * kept (a forked child getting probes of its own, a process leaving the
+ * kernel's probes for int3s). Returns 0 or -1 after error().
+ */
+int hooks_arm_loader(struct hooks *h, pid_t tid, const struct modmap *mm, struct modreg *reg);
 
 /*
  * At a load event (or after exec of a static program): arms the malloc family

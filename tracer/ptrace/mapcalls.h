@@ -22,6 +22,16 @@ struct sc_call {
 	int moving;            /* an mremap between its entry and exit stops (the touch view's pages may be moving) */
 	uint64_t epoch;        /* the ledger's epoch at the entry: what the call can release (ledger_remove_older) */
 	int unmapping;         /* a munmap between its entry and exit stops whose pages the touch view has yet to release */
+	/*
+	 * Attach on the kernel path (ptrace/breakpoints.h, bp_kernel_call): a
+	 * call whose probe record was read and whose stop is still to come
+	 * (kfn, kregs as at its entry), and a call begun whose result is to come
+	 * from the kernel's record of its system call's return.
+	 */
+	int kpending;
+	int kfn;               /* enum hook_fn */
+	struct user_regs_struct kregs;
+	int kawait;
 };
 
 /* At a seccomp stop of thread t: returns the ptrace request to restart it with. */
