@@ -339,7 +339,7 @@ def kill_9_of_any_ptfil_process(argv, options, rounds, want, finish):
                 a.wait_attached()
             except AssertionError:
                 a.ptfil.wait(timeout=30)
-                err = "\n".join(a.err.lines)
+                err = a.err.text()
                 if FAULT_PATH_REFUSED in err:
                     raise missing("the touch view is refused here: " + err.strip())
                 raise
@@ -379,7 +379,7 @@ def test_kill_9_of_ptfil_group_leaves_target_intact():
                 a.err.wait_for(lambda s: notice in s, 10)
             time.sleep(0.5)  # some 50 large blocks mapped and unmapped through the hooked wrappers
             # The kernel path writes nothing into the target, and says nothing of breakpoints.
-            assert ptrace_path() or not any(notice in s for s in a.err.lines), a.err.lines
+            assert ptrace_path() or notice not in a.err.text(), a.err.text()
             os.killpg(a.ptfil.pid, signal.SIGKILL)
             check_intact_after_kill(a, tracer, code_before, "cycle %d (kill -9 of ptfil's group)" % cycle)
         os.kill(a.pid, signal.SIGUSR2)
