@@ -364,8 +364,13 @@ static void run_event(struct tracer *T, struct stop *s)
 		 * The ring was drained above: a probed call's stop is handled (attach
 		 * on the kernel path), and the thread goes on as if never stopped.
 		 */
-		tracer_count_stop(T, t, (enum stop_kind)kheap_call_stop(T, t));
+	{
+		enum stop_kind k = (enum stop_kind)kheap_call_stop(T, t);
+		tracer_count_stop(T, t, k);
 		restart(t, PTRACE_CONT, 0);
+		/* A probed call's stop, as a breakpoint's: the next stop is usually microseconds away. */
+		T->spin_next = k != STOP_BACKPRESSURE;
+	}
 		return;
 	case EVENT_GONE:
 	case EVENT__COUNT:

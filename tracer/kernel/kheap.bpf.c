@@ -277,8 +277,12 @@ int kh_call(struct pt_regs *ctx)
 		__u64 v = (__u64)nr;
 		bpf_map_update_elem(&awaiting, &tid, &v, BPF_ANY);
 	}
-	/* Always submitted with a wake-up: ptfil must read it before it handles the stop. */
-	bpf_ringbuf_submit(r, BPF_RB_FORCE_WAKEUP);
+	/*
+	 * No wake-up of its own: the stop wakes ptfil, which drains the ring
+	 * before it handles any stop (a wake-up too cost a second switch to
+	 * ptfil per call: bench/README.md).
+	 */
+	bpf_ringbuf_submit(r, pressure_of(0));
 	if (c)
 		bpf_send_signal_thread((__u32)c->stop_signal);
 	return 0;
