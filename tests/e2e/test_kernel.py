@@ -23,7 +23,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ptfiltest import BUILDDIR, HEAP_EVENTS_ENV, MiB, PTRACE_FALLBACK, UPROBE_REFUSED, Attached, Skip, bare, \
+from ptfiltest import BUILDDIR, HEAP_EVENTS_ENV, SRCDIR, MiB, PTRACE_FALLBACK, UPROBE_REFUSED, Attached, Skip, bare, \
     check_near, code_differences, function_bytes, functions, heap_counters, heap_events_probe, heap_path, int3_offsets, \
     kernel_path_lock, \
     launch, main, malloc_bytes, mapped_library, require_kernel_path, run_ptfil, stack_signature, stacks_through, target, \
@@ -227,6 +227,27 @@ def test_attach_kill_9_of_any_ptfil_process():
     from test_attach import finish_loop, kill_9_of_any_ptfil_process
     kill_9_of_any_ptfil_process([LOOP, ITERATIONS], ("--charge=alloc", "--heap-events=uprobe"), 20, bare_loop(),
                                 finish_loop)
+
+
+def test_torture_kill_9_while_mapping_forking_dlopening():
+    """bench/torture's hostile targets on the kernel path, each attach ended by a SIGKILL of the front,
+    of the tracing process alone or of both, chosen at random (a fixed seed): a program that forks
+    and waits, one that starts and joins threads, a malloc/free storm with large blocks (mapped and
+    unmapped), one that dlopens and dlcloses libraries with malloc families of their own. The torture
+    fails on any death, hang, changed checksum (against the same work untraced) or byte of code that
+    is not its file's once the kernel has taken the probes out. 24 cycles: a quick count; the full
+    one is CI's (.ci/run) and bench/README.md's."""
+    torture = os.path.join(SRCDIR, "bench", "torture")
+    env = env_with(PTFIL_CHARGE="alloc", PTFIL_HEAP_EVENTS="uprobe")
+    r = subprocess.run([sys.executable, torture, "--builddir", BUILDDIR, "--cycles", "24", "--launches", "0",
+                        "--kill9", "1", "--kill9-whom", "any", "--lifetime", "6", "--seed", "26",
+                        "--targets", "forks,threads,storm,dlopen"],
+                       env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=600)
+    out = r.stdout.decode(errors="replace")
+    assert r.returncode == 0, "bench/torture on the kernel path, kill -9 of any ptfil process: exit %d\n%s" % (
+        r.returncode, out[-4000:])
+    total = [l.split() for l in out.splitlines() if l.startswith("total")]
+    assert total and total[-1][1:4] == ["24", "24", "0"], out[-2000:]
 
 
 def test_attach_wrappers_stop_at_kernel_probes():
@@ -449,5 +470,6 @@ if __name__ == "__main__":
           test_tiny_ring_storm_loses_nothing, test_tiny_ring_same_profile_as_ptrace,
           test_attach_kill_9_leaves_target_intact, test_attach_detach_leaves_original_bytes,
           test_attach_kill_9_of_any_ptfil_process, test_attach_wrappers_stop_at_kernel_probes,
+          test_torture_kill_9_while_mapping_forking_dlopening,
           test_auto_without_capabilities_takes_ptrace, test_uprobe_without_capabilities_refused_before_the_program,
           test_python_on_the_kernel_path])
