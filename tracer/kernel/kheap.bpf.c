@@ -112,6 +112,28 @@ static __always_inline int altstack_above(__u64 sp)
 	return size && base > sp;
 }
 
+/* The registers at the probe, in the record's slots (kheap_rec.h). */
+static __always_inline void copy_regs(struct pt_regs *ctx, unsigned long long *regs)
+{
+	regs[KH_RIP] = ctx->ip;
+	regs[KH_RSP] = ctx->sp;
+	regs[KH_RBP] = ctx->bp;
+	regs[KH_RBX] = ctx->bx;
+	regs[KH_R12] = ctx->r12;
+	regs[KH_R13] = ctx->r13;
+	regs[KH_R14] = ctx->r14;
+	regs[KH_R15] = ctx->r15;
+	regs[KH_RAX] = ctx->ax;
+	regs[KH_RCX] = ctx->cx;
+	regs[KH_RDX] = ctx->dx;
+	regs[KH_RSI] = ctx->si;
+	regs[KH_RDI] = ctx->di;
+	regs[KH_R8] = ctx->r8;
+	regs[KH_R9] = ctx->r9;
+	regs[KH_R10] = ctx->r10;
+	regs[KH_R11] = ctx->r11;
+}
+
 /*
  * An allocating function entered: its arguments, its registers and its stack,
  * for ptfil to unwind; in a Python process, its Python frames in a record of
@@ -129,23 +151,7 @@ int kh_entry(struct pt_regs *ctx)
 		return 0;
 	}
 	head(ctx, &r->h, KH_ENTRY, ctx->di, ctx->si, ctx->dx);
-	r->regs[KH_RIP] = ctx->ip;
-	r->regs[KH_RSP] = ctx->sp;
-	r->regs[KH_RBP] = ctx->bp;
-	r->regs[KH_RBX] = ctx->bx;
-	r->regs[KH_R12] = ctx->r12;
-	r->regs[KH_R13] = ctx->r13;
-	r->regs[KH_R14] = ctx->r14;
-	r->regs[KH_R15] = ctx->r15;
-	r->regs[KH_RAX] = ctx->ax;
-	r->regs[KH_RCX] = ctx->cx;
-	r->regs[KH_RDX] = ctx->dx;
-	r->regs[KH_RSI] = ctx->si;
-	r->regs[KH_RDI] = ctx->di;
-	r->regs[KH_R8] = ctx->r8;
-	r->regs[KH_R9] = ctx->r9;
-	r->regs[KH_R10] = ctx->r10;
-	r->regs[KH_R11] = ctx->r11;
+	copy_regs(ctx, r->regs);
 	r->stack_len = copy_stack(r->stack, ctx->sp, r->h.tid);
 	if (with_py)
 		r->h.kind |= KH_PY;
@@ -254,23 +260,7 @@ int kh_call(struct pt_regs *ctx)
 		return 0;
 	}
 	head(ctx, &r->h, KH_CALL, ctx->di, ctx->si, ctx->dx);
-	r->regs[KH_RIP] = ctx->ip;
-	r->regs[KH_RSP] = ctx->sp;
-	r->regs[KH_RBP] = ctx->bp;
-	r->regs[KH_RBX] = ctx->bx;
-	r->regs[KH_R12] = ctx->r12;
-	r->regs[KH_R13] = ctx->r13;
-	r->regs[KH_R14] = ctx->r14;
-	r->regs[KH_R15] = ctx->r15;
-	r->regs[KH_RAX] = ctx->ax;
-	r->regs[KH_RCX] = ctx->cx;
-	r->regs[KH_RDX] = ctx->dx;
-	r->regs[KH_RSI] = ctx->si;
-	r->regs[KH_RDI] = ctx->di;
-	r->regs[KH_R8] = ctx->r8;
-	r->regs[KH_R9] = ctx->r9;
-	r->regs[KH_R10] = ctx->r10;
-	r->regs[KH_R11] = ctx->r11;
+	copy_regs(ctx, r->regs);
 	long nr = wrapper_nr(r->h.fn);
 	if (nr >= 0) {
 		__u32 tid = r->h.tid;
