@@ -552,8 +552,15 @@ void kheap_proc_setup(struct tracer *T, struct proc *p)
 	if (!kheap_on(T))
 		return;
 	p->hooks->probe = probe_module;
-	/* Attach: the calls a thread stops at are the kernel's probes too, so that nothing is written into it. */
-	p->hooks->call_probe = T->attach && p->hooks->wrappers ? probe_calls : NULL;
+	/*
+	 * The calls a thread stops at are the kernel's probes too: under attach
+	 * so that nothing is written into it, and the loader's hook under launch
+	 * too, where an int3 of ptfil's at an address the kernel has a probe for
+	 * (another tool's, or one a killed ptfil left registered) is the
+	 * kernel's to take in a process that has uprobes: it would take it out
+	 * unseen, and ptfil miss every library loaded after.
+	 */
+	p->hooks->call_probe = probe_calls;
 	p->hooks->probe_ctx = p;
 	/* A new image, or a new process: its Python, if any, is described again at its first probe. */
 	pyread_forget(T->kh->kp.pyprocs_fd, p->pid);

@@ -199,6 +199,15 @@ void kprobes_close(struct kprobes *k)
 		k->counters_fd = k->config_fd = k->pyprocs_fd = k->pycodes_fd = -1;
 }
 
+/* Whether one of the m call sites is a mapping call's wrapper, whose result is its system call's. */
+static int wants_exit(const uint64_t *cookie, size_t m)
+{
+	for (size_t i = 0; i < m; i++)
+		if (cookie[i] >= KH_FN_MMAP && cookie[i] <= KH_FN_BRK)
+			return 1;
+	return 0;
+}
+
 int kprobes_attach(struct kprobes *k, pid_t pid, const char *path, const struct kprobe_site *sites, size_t n,
 		   int fds[KPROBES_LINKS])
 {
@@ -231,10 +240,10 @@ int kprobes_attach(struct kprobes *k, pid_t pid, const char *path, const struct 
 			rc = fds[2] < 0 ? -1 : 0;
 			break;
 		default:
-			/* The calls' results come from the return of their system call: its tracepoint first. */
-			if (k->sys_exit_link < 0)
+			/* A wrapper's result comes from the return of its system call: its tracepoint first. */
+			if (k->sys_exit_link < 0 && wants_exit(cookie, m))
 				k->sys_exit_link = bpf_raw_tracepoint_open("sys_exit", k->prog_sys_exit);
-			if (k->sys_exit_link < 0) {
+			if (k->sys_exit_link < 0 && wants_exit(cookie, m)) {
 				rc = -1;
 				break;
 			}

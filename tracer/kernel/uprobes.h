@@ -62,8 +62,8 @@ void kprobes_close(struct kprobes *k);
  * Probes the sites of module file path (as the kernel can open it) in process
  * pid only: at most KPROBES_LINKS links, their fds in fds (-1 where none).
  * All or nothing: returns 0, or -1 with errno and no link left. The first
- * KPS_CALL site also attaches the system calls' return tracepoint, once, for
- * as long as k is open.
+ * KPS_CALL site of a mapping call's wrapper also attaches the system calls'
+ * return tracepoint, once, for as long as k is open.
  */
 int kprobes_attach(struct kprobes *k, pid_t pid, const char *path, const struct kprobe_site *sites, size_t n,
 		   int fds[KPROBES_LINKS]);
