@@ -219,15 +219,15 @@ int kh_free(struct pt_regs *ctx)
 }
 
 /*
- * Attach on the kernel path: the calls ptfil must see while the thread
- * waits, written nowhere in the target. A mapping call's libc wrapper,
- * sigaltstack and the loader's load hook: the registers go into the ring
+ * The calls ptfil must see while the thread waits, written nowhere in the
+ * target: the loader's load hook and, under attach, the mapping calls'
+ * libc wrappers and sigaltstack. The registers go into the ring
  * and the thread is sent the stop signal, which stops it in ptrace's
  * signal-delivery-stop before its next instruction in user mode, so before
  * the system call. The system call's result is the raw tracepoint's below.
- * When ptfil is gone the probe is too; a signal still queued is one the
- * target ignores (SIGURG or SIGWINCH: kwait.c), or SIGSTOP where it
- * catches both.
+ * When ptfil is gone the probe is too; a signal still queued is SIGURG,
+ * which a target that does not catch it ignores, or SIGSTOP where it
+ * catches SIGURG (kwait.c).
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -287,7 +287,8 @@ int kh_call(struct pt_regs *ctx)
 SEC("raw_tracepoint/sys_exit")
 int kh_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 {
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)id;
 	__u64 *want = bpf_map_lookup_elem(&awaiting, &tid);
 	if (!want)
 		return 0;
@@ -302,7 +303,6 @@ int kh_sys_exit(struct bpf_raw_tracepoint_args *ctx)
 		count(KH_C_LOST);
 		return 0;
 	}
-	__u64 id = bpf_get_current_pid_tgid();
 	r->kind = KH_CALLRET;
 	r->tid = (__u32)id;
 	r->tgid = (__u32)(id >> 32);

@@ -14,7 +14,6 @@
 #include <sys/epoll.h>
 #include <sys/ptrace.h>
 #include <sys/signalfd.h>
-#include <sys/syscall.h>
 #include <sys/user.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -29,7 +28,6 @@
 #include "tracer/ptrace/mapcalls.h"
 #include "tracer/stacks/modules.h"
 #include "tracer/stacks/capture.h"
-#include "tracer/stacks/stacks.h"
 #include "tracer/core/session.h"
 #include "tracer/kernel/kheap_rec.h"
 #include "tracer/kernel/kwait.h"
@@ -280,7 +278,7 @@ static void on_free(struct tracer *T, struct tracee *t, const struct kh_rec *r)
 		alloc_free(T, t, r->a[0]);
 }
 
-/* A probed call's record (attach): kept for the thread's stop, which comes next. */
+/* A probed call's record: kept for the thread's stop, which comes next. */
 static void on_call(struct tracee *t, const struct kh_call *c, size_t len)
 {
 	if (len < sizeof(*c))
@@ -289,27 +287,6 @@ static void on_call(struct tracee *t, const struct kh_call *c, size_t len)
 	sc->kpending = 1;
 	sc->kfn = (int)c->h.fn;
 	to_regs((const struct kh_entry *)c, &sc->kregs);
-}
-
-/* The system call of a probed wrapper returned (its thread runs on). */
-static void on_call_return(struct tracer *T, struct tracee *t, const struct kh_rec *r)
-{
-	struct sc_call *sc = t->sc;
-	if (sc->kpending) {
-		/*
-		 * The call ran before its stop (the stop signal blocked by the
-		 * thread): what it released was not measured first; it is charged
-		 * and released as it came, its stack the one of the entry.
-		 */
-		sc->kpending = 0;
-		if (sc->kfn >= HOOK_MMAP && sc->kfn <= HOOK_BRK) {
-			uint64_t a[6] = { sc->kregs.rdi, sc->kregs.rsi, sc->kregs.rdx, sc->kregs.rcx, sc->kregs.r8, sc->kregs.r9 };
-			static const long nr[] = { SYS_mmap, SYS_munmap, SYS_mremap, SYS_madvise, SYS_brk };
-			sc->stack = STACKS_ROOT;
-			sc->kawait = sysc_begin(T, t, nr[sc->kfn - HOOK_MMAP], a, &sc->kregs);
-		}
-	}
-	bp_kernel_return(T, t, r->a[0]);
 }
 
 static void on_record(void *ctx, const void *rec, size_t len)
@@ -349,7 +326,8 @@ static void on_record(void *ctx, const void *rec, size_t len)
 		on_call(t, rec, len);
 		break;
 	case KH_CALLRET:
-		on_call_return(T, t, r);
+		/* The system call of a probed wrapper returned (its thread runs on). */
+		bp_kernel_return(T, t, r->a[0]);
 		break;
 	}
 }
@@ -528,8 +506,8 @@ static int probe_module(void *ctx, const struct modreg_entry *e, const struct ho
 }
 
 /*
- * hooks_probe_fn for the calls a thread must stop at (attach: the mapping
- * calls' wrappers, sigaltstack, the loader's load hook): kernel probes that
+ * hooks_probe_fn for the calls a thread must stop at (the loader's load
+ * hook, and under attach the mapping calls' wrappers and sigaltstack): kernel probes that
  * stop it with the back-pressure signal, nothing written into the target.
  * Returns 1 (breakpoints after all) for a process whose main thread is gone,
  * where the kernel would install none.

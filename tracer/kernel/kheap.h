@@ -87,8 +87,8 @@ void kheap_drain(struct tracer *T);
 int kheap_owns_stop(struct tracer *T, struct tracee *t, int status);
 /*
  * At such a stop of thread t, the ring drained: when it is the stop of a
- * probed call (attach: a mapping call's wrapper, sigaltstack, the loader's
- * load hook), the call is handled (ptrace/breakpoints.h, bp_kernel_call).
+ * probed call (the loader's load hook; under attach a mapping call's
+ * wrapper or sigaltstack), the call is handled (ptrace/breakpoints.h, bp_kernel_call).
  * Returns the stop kind to count: STOP_BACKPRESSURE when it was none.
  */
 int kheap_call_stop(struct tracer *T, struct tracee *t);

@@ -13,8 +13,8 @@ enum {
 	KH_RETURN,      /* an allocating call returned: a[0] = its result */
 	KH_FREE,        /* free entered: a[0] = the pointer */
 	/*
-	 * Attach: a mapping call's libc wrapper, sigaltstack or the loader's
-	 * load hook entered (struct kh_call); the thread was sent the stop
+	 * The loader's load hook or, under attach, a mapping call's libc
+	 * wrapper or sigaltstack entered (struct kh_call); the thread was sent the stop
 	 * signal and stops before its next instruction (kheap.c, kheap_call_stop).
 	 */
 	KH_CALL,
@@ -34,7 +34,7 @@ enum {
 
 /* enum hook_fn's posix_memalign (tracer/ptrace/hooks.h; kheap.c checks they agree): its block is returned through memory. */
 #define KH_FN_POSIX_MEMALIGN 5
-/* Its load hook and mapping call wrappers, probed under attach (KH_CALL). */
+/* The loader's load hook and the mapping calls' wrappers, probed as calls that stop (KH_CALL). */
 #define KH_FN_DL_DEBUG 10
 #define KH_FN_MMAP 11
 #define KH_FN_MUNMAP 12

@@ -241,11 +241,13 @@ int kprobes_attach(struct kprobes *k, pid_t pid, const char *path, const struct 
 			break;
 		default:
 			/* A wrapper's result comes from the return of its system call: its tracepoint first. */
-			if (k->sys_exit_link < 0 && wants_exit(cookie, m))
-				k->sys_exit_link = bpf_raw_tracepoint_open("sys_exit", k->prog_sys_exit);
-			if (k->sys_exit_link < 0 && wants_exit(cookie, m)) {
-				rc = -1;
-				break;
+			if (wants_exit(cookie, m)) {
+				if (k->sys_exit_link < 0)
+					k->sys_exit_link = bpf_raw_tracepoint_open("sys_exit", k->prog_sys_exit);
+				if (k->sys_exit_link < 0) {
+					rc = -1;
+					break;
+				}
 			}
 			fds[3] = link_uprobe_multi(k->prog_call, pid, path, off, cookie, m, 0);
 			rc = fds[3] < 0 ? -1 : 0;

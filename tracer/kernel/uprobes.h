@@ -21,7 +21,7 @@
 struct kprobes {
 	void *obj;                  /* struct bpf_object, owned */
 	int prog_entry, prog_return, prog_free, prog_call, prog_sys_exit;
-	int sys_exit_link;          /* the raw tracepoint of system calls' returns, -1 until a call probe needs it */
+	int sys_exit_link;          /* the raw tracepoint of system calls' returns, -1 until a wrapper's probe needs it */
 	int ring_fd, counters_fd, config_fd;
 	int pyprocs_fd, pycodes_fd; /* the Python reader's processes and the code objects ptfil named (pyread.bpf.h) */
 	size_t ring_size;
@@ -36,7 +36,7 @@ struct kprobes {
 enum kprobe_kind {
 	KPS_ALLOC,                  /* an allocating function: entry and return */
 	KPS_FREE,                   /* free: its entry */
-	KPS_CALL,                   /* attach: a call the thread must stop at (KH_CALL), its entry only */
+	KPS_CALL,                   /* a call the thread must stop at (KH_CALL), its entry only */
 };
 
 /* One probe site: a function's file offset in a module, and what it is. */

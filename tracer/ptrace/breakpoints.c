@@ -376,6 +376,39 @@ static void on_load(struct tracer *T, struct tracee *t, const struct hook_bp *bp
 	emulate_and_go(t, b, regs, NULL);
 }
 
+/*
+ * A probed wrapper's call begins: what a breakpoint's entry did. stopped:
+ * the thread waits at its probe's stop, so its stack is unwound now; else
+ * (its stop came too late, the call done) it is charged to no stack.
+ */
+static void begin_kernel_call(struct tracer *T, struct tracee *t, int fn, struct user_regs_struct *entry, int stopped)
+{
+	struct proc *p = t->p;
+	uint64_t a[6] = { entry->rdi, entry->rsi, entry->rdx, entry->rcx, entry->r8, entry->r9 };
+	t->sc->stack = STACKS_FAILED;
+	t->sc->kawait = 0;
+	if (fn == HOOK_BRK) {
+		uint64_t cur = read_curbrk(t);
+		if (!cur)
+			return;
+		long ps = sysconf(_SC_PAGESIZE);
+		p->brk_cur = (cur + (uint64_t)ps - 1) & ~((uint64_t)ps - 1);
+	}
+	/* Inside a call the kernel path follows, the mapping calls decide themselves (ptrace/mapcalls.h). */
+	if (!sysc_begin(T, t, wrapper_nr((enum hook_fn)fn), a, entry))
+		return;
+	/*
+	 * The stack now, the thread stopped one instruction in: that
+	 * instruction left everything above the entry's stack pointer as it was.
+	 * The result comes while the thread runs on: nothing is unwound then.
+	 */
+	if (stopped && ((fn == HOOK_MMAP && (a[3] & MAP_ANONYMOUS)) || fn == HOOK_MREMAP || fn == HOOK_BRK))
+		t->sc->stack = capture_stack(T, t, entry);
+	if (t->sc->stack == STACKS_FAILED)
+		t->sc->stack = STACKS_ROOT;
+	t->sc->kawait = 1;
+}
+
 int bp_kernel_call(struct tracer *T, struct tracee *t, int fn, struct user_regs_struct *entry)
 {
 	struct proc *p = t->p;
@@ -394,40 +427,29 @@ int bp_kernel_call(struct tracer *T, struct tracee *t, int fn, struct user_regs_
 	}
 	if (fn < HOOK_MMAP || fn > HOOK_BRK)
 		return STOP_BACKPRESSURE;
-	/* Inside a call the kernel path follows, the mapping calls decide themselves (ptrace/mapcalls.h). */
-	uint64_t a[6] = { entry->rdi, entry->rsi, entry->rdx, entry->rcx, entry->r8, entry->r9 };
-	if (fn == HOOK_BRK) {
-		uint64_t cur = read_curbrk(t);
-		if (!cur)
-			return STOP_BP_WRAPPER;
-		long ps = sysconf(_SC_PAGESIZE);
-		p->brk_cur = (cur + (uint64_t)ps - 1) & ~((uint64_t)ps - 1);
-	}
-	t->sc->stack = STACKS_FAILED;
-	t->sc->kawait = 0;
-	if (!sysc_begin(T, t, wrapper_nr((enum hook_fn)fn), a, entry))
-		return STOP_BP_WRAPPER;
-	/*
-	 * The stack now, the thread stopped one instruction in: that
-	 * instruction left everything above the entry's stack pointer as it was.
-	 * The result comes while the thread runs on: nothing is unwound then.
-	 */
-	if ((fn == HOOK_MMAP && (a[3] & MAP_ANONYMOUS)) || fn == HOOK_MREMAP || fn == HOOK_BRK)
-		t->sc->stack = capture_stack(T, t, entry);
-	if (t->sc->stack == STACKS_FAILED)
-		t->sc->stack = STACKS_ROOT;
-	t->sc->kawait = 1;
+	begin_kernel_call(T, t, fn, entry, 1);
 	return STOP_BP_WRAPPER;
 }
 
 void bp_kernel_return(struct tracer *T, struct tracee *t, uint64_t ret)
 {
-	if (!t->sc->kawait)
+	struct sc_call *sc = t->sc;
+	if (sc->kpending) {
+		/*
+		 * The call ran before its stop (the stop signal blocked by the
+		 * thread): what it released was not measured first; it is charged
+		 * and released as it came.
+		 */
+		sc->kpending = 0;
+		if (sc->kfn >= HOOK_MMAP && sc->kfn <= HOOK_BRK)
+			begin_kernel_call(T, t, sc->kfn, &sc->kregs, 0);
+	}
+	if (!sc->kawait)
 		return;
-	t->sc->kawait = 0;
+	sc->kawait = 0;
 	/* The raw system call's result: brk's is the break it reached, the wrapper's 0 or -1. */
-	sysc_end(T, t, ret, &t->sc->kregs);
-	t->sc->stack = STACKS_FAILED;
+	sysc_end(T, t, ret, &sc->kregs);
+	sc->stack = STACKS_FAILED;
 }
 
 int bp_owns(const struct tracee *t, const struct user_regs_struct *regs)

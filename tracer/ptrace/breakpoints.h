@@ -43,14 +43,16 @@ void bp_park_trap(struct tracer *T, struct tracee *t, struct user_regs_struct *r
 void bp_restore_return(struct tracee *t);
 
 /*
- * The same calls seen by kernel probes, under attach on the kernel path
- * (kernel/kheap.c), with nothing written into the target: thread t, stopped
+ * The same calls seen by kernel probes on the kernel path (kernel/kheap.c),
+ * with nothing written into the target: thread t, stopped
  * by its probe's signal just past the first instruction of hooked function
  * fn (a mapping call's wrapper, sigaltstack, the loader's load hook), with
  * entry as its registers were at the probe. The caller restarts it. A
  * wrapper whose result matters sets t->sc->kawait; bp_kernel_return takes
  * that result (the system call's, from the kernel's record of its return)
- * while the thread runs on. Returns the stop kind to count.
+ * while the thread runs on; a call whose stop has not come yet (t->sc's
+ * kpending: the stop signal blocked) is begun there, unmeasured. Returns
+ * the stop kind to count.
  */
 int bp_kernel_call(struct tracer *T, struct tracee *t, int fn, struct user_regs_struct *entry);
 void bp_kernel_return(struct tracer *T, struct tracee *t, uint64_t ret);

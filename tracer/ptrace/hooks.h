@@ -80,8 +80,8 @@ struct hooks {
 	uint64_t unhookable;           /* modules whose malloc family (or wrappers) was left unhooked: one function could not be */
 	hooks_probe_fn probe;          /* set: the malloc family goes to the kernel path (no int3 of ours in it) */
 	/*
-	 * Set (attach on the kernel path): the mapping calls' wrappers,
-	 * sigaltstack and the loader's load hook are kernel probes too, whose
+	 * Set (the kernel path): the loader's load hook and, under attach, the
+	 * mapping calls' wrappers and sigaltstack are kernel probes too, whose
 	 * calls stop the thread (ptrace/breakpoints.h, bp_kernel_call). Returns
 	 * 0, or non-zero when a module's cannot be probed: they get int3s then.
 	 */
