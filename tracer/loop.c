@@ -182,6 +182,7 @@ static void on_exit_event(struct tracer *T, struct tracee *t)
 	}
 	if (!p->profiled || !p->ready)
 		return;
+	kheap_leader_exit(T, t);
 	/* Its inherited pages as they are at the end, exactly (tree_check_peak measures them at most so often). */
 	if (p->tree->inherited)
 		ledger_refresh_inherited(p->ledger);

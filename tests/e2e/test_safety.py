@@ -22,9 +22,9 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(__file__))
-from ptfiltest import MiB, PTFIL, Attached, bare, charged_through, check_near, check_view, exec_mappings, functions, \
+from ptfiltest import MiB, PTFIL, Attached, Lines, bare, charged_through, check_near, check_view, exec_mappings, functions, \
     heap_counters_zero, launch, main, malloc_bytes, mapping_differences, page_round, proc_status, stacks_through, \
-    target, touch_pseudo, touch_view, wait_until, workdir
+    ptfil, target, touch_pseudo, touch_view, view_json, wait_until, workdir
 
 SPAWN = target("safety_spawn")
 MAINEXIT = target("safety_mainexit")
@@ -408,6 +408,44 @@ def test_dlopen_after_main_thread_exit_launch():
     assert MiB <= dl <= most, "dl_alloc charged %d bytes at the peak %s" % (dl, r.json["peak"])
 
 
+def test_dlopen_after_main_thread_exit_while_another_ptfil_ends():
+    """The launch above, with another ptfil run started and ended between the main thread's exit and
+    the dlopen. On the kernel path that second run's probes of the same libc functions go at its end,
+    and the kernel then takes out the int3s of every process whose probe links it no longer matches:
+    one whose main thread has exited. Its allocations went unseen (dl_alloc charged 0, in one run of
+    three when ptfil runs followed one another closely); ptfil now moves such a process to
+    breakpoints at its main thread's exit."""
+    want = untraced([MAINEXIT], main_exits_then_dlopen)
+    d = workdir()
+    snap = os.path.join(d, "snap.gz")
+    proc = subprocess.Popen([PTFIL, "launch", "-q", "-o", snap, "-i", "0", "--", MAINEXIT], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        out = Lines(proc.stdout)
+        proc.stdin.write(b"mainexit\n")
+        proc.stdin.flush()
+        out.wait_for(lambda s: s == "main exited", timeout=LEAVE_BOUND)
+        other = ptfil("launch", "-q", "-o", os.path.join(d, "other.gz"), "--", "/bin/true", timeout=60)
+        assert other.returncode == 0, other.stderr.decode(errors="replace")
+        proc.stdin.write(b"dlopen\n")
+        proc.stdin.close()
+        out.wait_for(lambda s: s == "dlopened", timeout=LEAVE_BOUND)
+        err = proc.stderr.read()
+        proc.wait(timeout=60)
+        out.join(10)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    assert (proc.returncode, out.data()) == want, "traced %r, untraced %r; ptfil's stderr: %s" % (
+        (proc.returncode, out.data()), want, err.decode(errors="replace"))
+    doc = view_json(snap)
+    check_view(doc)
+    dl = charged_through(doc, "dl_alloc")
+    most = page_round(200 * 10016) + 2 * 4096 if touch_view() else malloc_bytes(doc, 10000, 200)
+    assert MiB <= dl <= most, "dl_alloc charged %d bytes at the peak %s" % (dl, doc["peak"])
+
+
 def test_dlopen_after_main_thread_exit_attach():
     with Attached([MAINEXIT]) as a:
         before = exec_mappings(a.pid)
@@ -560,7 +598,8 @@ if __name__ == "__main__":
           test_attach_after_main_thread_exited, test_kill_9_after_main_thread_exited,
           test_repeated_detach_from_malloc_storm, test_crash_of_the_tracing_process_leaves_the_target,
           test_attach_stderr_closed_pipe_sigint, test_attach_stderr_closed_pipe_duration, test_launch_stderr_closed_pipe,
-          test_dlopen_after_main_thread_exit_launch, test_dlopen_after_main_thread_exit_attach,
+          test_dlopen_after_main_thread_exit_launch, test_dlopen_after_main_thread_exit_while_another_ptfil_ends,
+          test_dlopen_after_main_thread_exit_attach,
           test_dlopen_of_many_malloc_families,
           test_signal_handler_on_alternate_stack_above, test_attach_then_signal_stack_above,
           test_allocations_after_siglongjmp_counted,

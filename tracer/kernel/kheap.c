@@ -14,6 +14,7 @@
 #include <sys/epoll.h>
 #include <sys/ptrace.h>
 #include <sys/signalfd.h>
+#include <sys/syscall.h>
 #include <sys/user.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -553,7 +554,7 @@ void kheap_proc_setup(struct tracer *T, struct proc *p)
  * the kernel keeps their return addresses), then breakpoints. A call in
  * flight now is not seen to return: its block is not charged.
  */
-static void leave_kernel_path(struct tracer *T, struct tracee *t)
+static void leave_kernel_path(struct tracer *T, struct tracee *t, const char *why)
 {
 	struct proc *p = t->p;
 	p->kp->leave = 0;
@@ -575,10 +576,11 @@ static void leave_kernel_path(struct tracer *T, struct tracee *t)
 	if ((had_calls && hooks_arm_loader(p->hooks, t->tid, p->mm, T->reg)) ||
 	    hooks_scan(p->hooks, t->tid, p->mm, T->reg))
 		warning("process %d: some malloc-family hooks are missing", (int)p->pid);
-	notice("process %d has a signal stack above its stack, where kernel uprobes cannot return: "
-	       "its heap events go through ptrace from now on%s", (int)p->pid,
-	       had_calls ? ", with breakpoints in its code while attached" : "");
+	notice("process %d %s: its heap events go through ptrace from now on%s", (int)p->pid, why,
+	       had_calls && T->attach ? ", with breakpoints in its code while attached" : "");
 }
+
+#define WHY_ALTSTACK "has a signal stack above its stack, where kernel uprobes cannot return"
 
 void kheap_sigaltstack(struct tracer *T, struct tracee *t, uint64_t ss, uint64_t sp)
 {
@@ -587,13 +589,42 @@ void kheap_sigaltstack(struct tracer *T, struct tracee *t, uint64_t ss, uint64_t
 	if (!kheap_on(T) || !p->kp->used || !ss || remote_read(t->tid, ss, &st, sizeof(st)) ||
 	    (st.ss_flags & SS_DISABLE) || (uint64_t)(uintptr_t)st.ss_sp <= sp)
 		return;
-	leave_kernel_path(T, t);
+	leave_kernel_path(T, t, WHY_ALTSTACK);
 }
 
 void kheap_leave_pending(struct tracer *T, struct tracee *t)
 {
 	if (kheap_on(T) && t && t->p->kp->leave && t->p->kp->used)
-		leave_kernel_path(T, t);
+		leave_kernel_path(T, t, WHY_ALTSTACK);
+}
+
+void kheap_leader_exit(struct tracer *T, struct tracee *t)
+{
+	struct proc *p = t->p;
+	if (!kheap_on(T) || t->tid != p->pid || p->nthreads < 2 || !p->kp->n_links)
+		return;
+	/*
+	 * Once the main thread is gone the kernel's filter of the process's probe
+	 * links (the main thread's address space) rejects the process: when any
+	 * consumer of the same probed code goes (another ptfil's, another tool's,
+	 * anywhere on the machine), the kernel takes the process's int3s out, and
+	 * its allocations go unseen from then on. Breakpoints do not depend on that.
+	 * Only pthread_exit's exit(2) counts: an exit_group or a fatal signal ends
+	 * every thread anyway. Under attach, where breakpoints are what a kill -9
+	 * of ptfil makes fatal, the process stays on the kernel path, and the
+	 * user is told what may be lost.
+	 */
+	struct user_regs_struct regs;
+	if (ptrace(PTRACE_GETREGS, t->tid, 0, &regs) || regs.orig_rax != SYS_exit)
+		return;
+	if (T->attach) {
+		/* Breakpoints would be in its code while attached: nothing is written, and the user told. */
+		warning("process %d ended its main thread (pthread_exit), to which the kernel ties ptfil's probes of it: "
+			"when another program's probes of the same library go (another ptfil, bpftrace), the kernel takes "
+			"them out and its allocations go unseen; -e ptrace does not depend on that", (int)p->pid);
+		return;
+	}
+	leave_kernel_path(T, t, "ended its main thread (pthread_exit), to which the kernel ties its probes");
 }
 
 void kheap_python_forget(struct tracer *T, struct proc *p)
@@ -705,6 +736,7 @@ void kheap_end(struct tracer *T)
 int kheap_start(struct tracer *T) { (void)T; return 0; }
 void kheap_sigaltstack(struct tracer *T, struct tracee *t, uint64_t ss, uint64_t sp) { (void)T; (void)t; (void)ss; (void)sp; }
 void kheap_leave_pending(struct tracer *T, struct tracee *t) { (void)T; (void)t; }
+void kheap_leader_exit(struct tracer *T, struct tracee *t) { (void)T; (void)t; }
 void kheap_drain(struct tracer *T) { (void)T; }
 int kheap_owns_stop(struct tracer *T, struct tracee *t, int status) { (void)T; (void)t; (void)status; return 0; }
 int kheap_call_stop(struct tracer *T, struct tracee *t) { (void)T; (void)t; return STOP_BACKPRESSURE; }

@@ -115,6 +115,14 @@ void kheap_sigaltstack(struct tracer *T, struct tracee *t, uint64_t ss, uint64_t
  * thread t (stopped), t's process leaves the kernel path if it was marked.
  */
 void kheap_leave_pending(struct tracer *T, struct tracee *t);
+/*
+ * At the PTRACE_EVENT_EXIT stop of thread t: a main thread that calls
+ * pthread_exit while others run on takes its process off the kernel path
+ * under launch (the kernel would drop the process's probes whenever another
+ * consumer of the same code goes); under attach it stays, with a warning
+ * that says so. Anything else is left alone.
+ */
+void kheap_leader_exit(struct tracer *T, struct tracee *t);
 /* The probes of p's current image go (exec, exit, leaving): its links are closed. */
 void kheap_proc_release(struct proc *p);
 /* kheap_proc_release, then the links' table freed. */
