@@ -47,6 +47,12 @@ static int probed;
 static int scan_ok;      /* PAGEMAP_SCAN works */
 static int scan_zero_ok; /* ... and reports the zero page */
 static uint64_t zero_pfn;
+/*
+ * Neither: a page mapped but not exclusive to the process may be the zero
+ * page. Such pages are charged within what the kernel counts of the mapping
+ * (smaps Rss, which leaves the zero page out) beyond its exclusive pages.
+ */
+static int rss_cap;
 
 static uint64_t scan_range(int fd, uint64_t start, uint64_t end, int skip_zero, struct resid *by_frame, int *failed);
 
@@ -61,6 +67,9 @@ static void probe(void)
 	(void)((volatile char *)m)[0];
 	(void)((volatile char *)m)[page_size];
 	int no_zero_page = 0;
+	/* PTFIL_PAGEMAP=plain: pagemap as a kernel before 6.7 has it (no PAGEMAP_SCAN), for the tests. */
+	const char *knob = getenv("PTFIL_PAGEMAP");
+	int plain = knob && !strcmp(knob, "plain");
 	int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
 	if (fd >= 0) {
 		uint64_t e[2];
@@ -72,8 +81,8 @@ static void probe(void)
 			else if (p0 && p1)
 				no_zero_page = 1; /* reads allocate real pages here (e.g. pvm_no_zero_page) */
 		}
-		int failed = 0;
-		uint64_t all = scan_range(fd, a, a + len, 0, NULL, &failed);
+		int failed = plain;
+		uint64_t all = plain ? 0 : scan_range(fd, a, a + len, 0, NULL, &failed);
 		scan_ok = !failed && all == len;
 		/* Both pages were only read: with PAGE_IS_PFNZERO reported, none of them is left. Frame
 		 * numbers are not needed for this, so a user who is not root is told the same as root. */
@@ -82,10 +91,43 @@ static void probe(void)
 		close(fd);
 	}
 	munmap(m, len);
-	if (!scan_zero_ok && !zero_pfn && !no_zero_page)
+	rss_cap = !scan_zero_ok && !zero_pfn && !no_zero_page;
+	if (rss_cap)
 		warning("/proc/PID/pagemap does not say here which pages are the shared zero page "
 			"(PAGEMAP_SCAN's zero-page flag needs Linux 6.7; frame numbers need CAP_SYS_ADMIN): "
-			"memory that was only read is charged as resident; run as root for the true charge");
+			"pages that are not the process's alone are charged only up to the kernel's count of each "
+			"mapping (smaps Rss, without the zero page), so a mapping's charge is right but may go to the "
+			"wrong block within it; run as root for the exact charge");
+}
+
+/*
+ * The first mapping of r's process that ends above addr, from its smaps: its
+ * bounds and Rss. Returns 0, or -1 when there is none (or smaps cannot be read).
+ */
+static int smaps_vma(struct resid *r, uint64_t addr, uint64_t *lo, uint64_t *hi, uint64_t *rss)
+{
+	char path[96], line[512];
+	snprintf(path, sizeof(path), "/proc/%s/smaps", r->dir);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return -1;
+	int in = 0, rc = -1;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long a, b, kib;
+		if (sscanf(line, "%llx-%llx ", &a, &b) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+			if (in)
+				break; /* its Rss line was missing */
+			in = addr < b;
+			*lo = a;
+			*hi = b;
+		} else if (in && sscanf(line, "Rss: %llu kB", &kib) == 1) {
+			*rss = (uint64_t)kib * 1024;
+			rc = 0;
+			break;
+		}
+	}
+	fclose(f);
+	return rc;
 }
 
 static int open_proc_path(const char *rel)
@@ -141,8 +183,9 @@ int resid_open(struct resid *r, pid_t pid)
 		page_size = sysconf(_SC_PAGESIZE);
 	resid_close(r);
 	r->pid = pid;
-	char dir[64], what[96];
-	memory_dir(pid, dir, sizeof(dir));
+	char what[96];
+	memory_dir(pid, r->dir, sizeof(r->dir));
+	const char *dir = r->dir;
 	snprintf(what, sizeof(what), "%s/pagemap", dir);
 	r->pagemap_fd = open_proc_path(what);
 	/* The process's fault count (its threads' summed) stays in the main thread's stat. */
@@ -243,11 +286,46 @@ uint64_t resid_range_exclusive(struct resid *r, uint64_t start, uint64_t end)
 	return count_pages(r, start, end, PM_PRESENT | PM_EXCLUSIVE);
 }
 
+/*
+ * resid_range where the zero page cannot be told apart (rss_cap): in each
+ * mapping [start, end) overlaps, its exclusive pages, and of its other present
+ * pages (the zero page, or pages shared with a parent or child) no more than
+ * the mapping's Rss leaves beyond the exclusive pages of the whole mapping.
+ */
+static uint64_t capped_range(struct resid *r, uint64_t start, uint64_t end)
+{
+	/* Only pages that are not the process's alone need smaps (read whole at each measure). */
+	uint64_t excl_only = count_pages(r, start, end, PM_PRESENT | PM_EXCLUSIVE);
+	if (read_range(r, start, end) == excl_only)
+		return excl_only;
+	uint64_t bytes = 0;
+	while (start < end) {
+		uint64_t lo, hi, rss;
+		if (smaps_vma(r, start, &lo, &hi, &rss) || lo >= end)
+			break; /* nothing mapped there (or the process is gone) */
+		if (start < lo)
+			start = lo;
+		uint64_t e = end < hi ? end : hi;
+		uint64_t excl = count_pages(r, start, e, PM_PRESENT | PM_EXCLUSIVE);
+		uint64_t other = read_range(r, start, e) - excl;
+		if (other) {
+			uint64_t excl_all = start == lo && e == hi ? excl : count_pages(r, lo, hi, PM_PRESENT | PM_EXCLUSIVE);
+			uint64_t left = rss > excl_all ? rss - excl_all : 0;
+			excl += other < left ? other : left;
+		}
+		bytes += excl;
+		start = e;
+	}
+	return bytes;
+}
+
 uint64_t resid_range(struct resid *r, uint64_t start, uint64_t end)
 {
 	if (r->pagemap_fd < 0 || start >= end)
 		return 0;
 	r->scans++;
+	if (rss_cap)
+		return capped_range(r, start, end);
 	if (r->use_scan) {
 		int failed = 0;
 		uint64_t b = scan_range(r->pagemap_fd, start, end, scan_zero_ok, scan_zero_ok || !zero_pfn ? NULL : r,

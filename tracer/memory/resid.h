@@ -15,6 +15,7 @@ struct resid {
 	int stat_fd;
 	int statm_fd;
 	int use_scan;        /* PAGEMAP_SCAN works; else plain pagemap reads */
+	char dir[64];        /* its memory's /proc directory: "PID", or "PID/task/TID" of a live thread */
 	uint64_t scans;      /* ranges measured, for the snapshot's counters */
 };
 
