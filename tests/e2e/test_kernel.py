@@ -229,6 +229,18 @@ def test_attach_kill_9_of_any_ptfil_process():
                                 finish_loop)
 
 
+def test_attach_kill_9_of_ptfil_target_catching_its_stop_signals():
+    """attach_loop with handlers for SIGURG and SIGWINCH (as a Go program has): the signal the kernel
+    path stops its threads with is then one it catches, SIGURG (whose handler may run once for
+    nothing if ptfil dies with it queued), not SIGSTOP, which a SIGKILL of the tracing process during
+    a stop, or with one queued, would deliver and so freeze the program until a SIGCONT. 10 kills of
+    each kind: it runs on each time, and ends as an untraced run does."""
+    from test_attach import finish_loop, kill_9_of_any_ptfil_process
+    # Its handlers print nothing: its output is the one without them.
+    kill_9_of_any_ptfil_process([LOOP, ITERATIONS, "catch"], ("--charge=alloc", "--heap-events=uprobe"), 10,
+                                bare_loop(), finish_loop)
+
+
 def test_torture_kill_9_while_mapping_forking_dlopening():
     """bench/torture's hostile targets on the kernel path, each attach ended by a SIGKILL of the front,
     of the tracing process alone or of both, chosen at random (a fixed seed): a program that forks
@@ -469,7 +481,8 @@ if __name__ == "__main__":
     main([test_plain_c_on_the_kernel_path, test_storm_same_peak_on_both_paths, test_environment_chooses_option_wins, test_bad_value_is_a_usage_error,
           test_tiny_ring_storm_loses_nothing, test_tiny_ring_same_profile_as_ptrace,
           test_attach_kill_9_leaves_target_intact, test_attach_detach_leaves_original_bytes,
-          test_attach_kill_9_of_any_ptfil_process, test_attach_wrappers_stop_at_kernel_probes,
+          test_attach_kill_9_of_any_ptfil_process, test_attach_kill_9_of_ptfil_target_catching_its_stop_signals,
+          test_attach_wrappers_stop_at_kernel_probes,
           test_torture_kill_9_while_mapping_forking_dlopening,
           test_auto_without_capabilities_takes_ptrace, test_uprobe_without_capabilities_refused_before_the_program,
           test_python_on_the_kernel_path])

@@ -1,6 +1,7 @@
 /*
  * A long-running, single-threaded program to attach to and detach from:
- * `attach_loop ITERATIONS`.
+ * `attach_loop ITERATIONS [catch]` (catch: with handlers for SIGURG and
+ * SIGWINCH, which do nothing it prints).
  *
  * Before the loop, before_alloc mallocs a 16 MiB buffer and writes all of it
  * (resident before any attach: charged to [before attach]). Then it prints
@@ -34,6 +35,14 @@
 static unsigned char *before_buf;
 static unsigned char *ring[RING];
 static volatile sig_atomic_t usr2_count;
+
+static volatile sig_atomic_t other_count;
+
+static void on_other(int sig)
+{
+	(void)sig;
+	other_count++;
+}
 
 static void on_usr2(int sig)
 {
@@ -140,8 +149,8 @@ static long threads_now(void)
 
 int main(int argc, char **argv)
 {
-	if (argc != 2) {
-		fprintf(stderr, "usage: attach_loop ITERATIONS\n");
+	if (argc != 2 && !(argc == 3 && !strcmp(argv[2], "catch"))) {
+		fprintf(stderr, "usage: attach_loop ITERATIONS [catch]\n");
 		return 2;
 	}
 	long iterations = strtol(argv[1], NULL, 10);
@@ -152,6 +161,12 @@ int main(int argc, char **argv)
 	sa.sa_flags = SA_RESTART;
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGUSR2, &sa, NULL);
+	if (argc == 3) {
+		/* catch: SIGURG and SIGWINCH have handlers (as in a Go program), which change nothing it prints. */
+		sa.sa_handler = on_other;
+		sigaction(SIGURG, &sa, NULL);
+		sigaction(SIGWINCH, &sa, NULL);
+	}
 
 	before_alloc();
 	printf("ready\n");

@@ -225,9 +225,8 @@ int kh_free(struct pt_regs *ctx)
  * and the thread is sent the stop signal, which stops it in ptrace's
  * signal-delivery-stop before its next instruction in user mode, so before
  * the system call. The system call's result is the raw tracepoint's below.
- * When ptfil is gone the probe is too; a signal still queued is SIGURG,
- * which a target that does not catch it ignores, or SIGSTOP where it
- * catches SIGURG (kwait.c).
+ * When ptfil is gone the probe is too; a signal still queued is SIGURG or
+ * SIGWINCH, which a target that does not catch it ignores (kwait.c).
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);

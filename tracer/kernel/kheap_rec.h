@@ -102,7 +102,7 @@ enum {
 struct kh_config {
 	unsigned long long stop_bytes;   /* unread bytes past which the writing thread is sent stop_signal */
 	unsigned long long wake_bytes;   /* unread bytes past which ptfil is woken */
-	unsigned long long stop_signal;  /* SIGSTOP, or SIGURG where the target ignores it (attach: kheap.c) */
+	unsigned long long stop_signal;  /* SIGSTOP under launch; under attach SIGURG or SIGWINCH (kwait.c) */
 };
 
 #endif

@@ -25,8 +25,10 @@ void kwait_end(void);
  * The signal the programs stop a thread with when a ring is nearly full: a
  * launched program dies with ptfil (PTRACE_O_EXITKILL), so SIGSTOP, which
  * nothing can block or catch; an attached one outlives ptfil, and a SIGSTOP
- * sent just before would stop it for good: SIGURG where it leaves that to its
- * default (ignored: under ptrace still reported, untraced dropped).
+ * sent just before would stop it for good: SIGURG or SIGWINCH where it leaves
+ * that to its default (ignored: under ptrace still reported, untraced
+ * dropped), one no thread blocks first; where it catches both, SIGURG, whose
+ * handler then runs once for nothing (kwait.c, attach_stop_signal).
  */
 int kwait_stop_signal(void);
 /* Whether thread t's signal-delivery-stop (status) is that back-pressure (from the kernel, not a kill): suppressed, after a drain. */

@@ -37,7 +37,7 @@ static __always_inline void count(__u32 i)
 
 /*
  * Before each record: past the stop mark the calling thread is sent a signal
- * (SIGSTOP, or SIGURG where the program ignores it), which stops it in
+ * (SIGSTOP; under attach SIGURG or SIGWINCH, kwait.c), which stops it in
  * ptrace's signal-delivery-stop (suppressed by ptfil once it has drained)
  * before it runs another instruction in user mode, so that each thread
  * writes at most one record past the mark. The submit flags: ptfil is woken
