@@ -399,13 +399,17 @@ def test_dlopen_after_main_thread_exit_launch():
     r = launch([MAINEXIT], stdin_data=b"mainexit\ndlopen\n", timeout=60)
     assert (r.returncode, r.stdout) == want, "traced %r, untraced %r; ptfil's stderr: %s" % (
         (r.returncode, r.stdout), want, r.stderr.decode(errors="replace"))
-    # libheapdl.so's 200 blocks of 10,000 bytes, made after the dlopen, are at the peak: all, or all but the
-    # few that the workers' coming and going blocks (at most about 800 KiB) put after it.
-    dl = charged_through(r.json, "dl_alloc")
-    check_view(r.json)
+    check_dl_alloc_at_peak(r.json)
+
+
+def check_dl_alloc_at_peak(doc):
+    """libheapdl.so's 200 blocks of 10,000 bytes, made after the dlopen, are at the peak: all, or all but
+    the few that the workers' coming and going blocks (at most about 800 KiB) put after it."""
+    dl = charged_through(doc, "dl_alloc")
+    check_view(doc)
     # Under touch: the pages those blocks' chunks (10,016 bytes each) fill, at most.
-    most = page_round(200 * 10016) + 2 * 4096 if touch_view() else malloc_bytes(r.json, 10000, 200)
-    assert MiB <= dl <= most, "dl_alloc charged %d bytes at the peak %s" % (dl, r.json["peak"])
+    most = page_round(200 * 10016) + 2 * 4096 if touch_view() else malloc_bytes(doc, 10000, 200)
+    assert MiB <= dl <= most, "dl_alloc charged %d bytes at the peak %s" % (dl, doc["peak"])
 
 
 def test_dlopen_after_main_thread_exit_while_another_ptfil_ends():
@@ -439,11 +443,7 @@ def test_dlopen_after_main_thread_exit_while_another_ptfil_ends():
             proc.wait()
     assert (proc.returncode, out.data()) == want, "traced %r, untraced %r; ptfil's stderr: %s" % (
         (proc.returncode, out.data()), want, err.decode(errors="replace"))
-    doc = view_json(snap)
-    check_view(doc)
-    dl = charged_through(doc, "dl_alloc")
-    most = page_round(200 * 10016) + 2 * 4096 if touch_view() else malloc_bytes(doc, 10000, 200)
-    assert MiB <= dl <= most, "dl_alloc charged %d bytes at the peak %s" % (dl, doc["peak"])
+    check_dl_alloc_at_peak(view_json(snap))
 
 
 def test_dlopen_after_main_thread_exit_attach():

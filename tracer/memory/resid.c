@@ -185,12 +185,11 @@ int resid_open(struct resid *r, pid_t pid)
 	r->pid = pid;
 	char what[96];
 	memory_dir(pid, r->dir, sizeof(r->dir));
-	const char *dir = r->dir;
-	snprintf(what, sizeof(what), "%s/pagemap", dir);
+	snprintf(what, sizeof(what), "%s/pagemap", r->dir);
 	r->pagemap_fd = open_proc_path(what);
 	/* The process's fault count (its threads' summed) stays in the main thread's stat. */
 	r->stat_fd = open_proc(pid, "stat");
-	snprintf(what, sizeof(what), "%s/statm", dir);
+	snprintf(what, sizeof(what), "%s/statm", r->dir);
 	r->statm_fd = open_proc_path(what);
 	if (r->pagemap_fd < 0 || r->stat_fd < 0 || r->statm_fd < 0) {
 		resid_close(r);
@@ -295,9 +294,10 @@ uint64_t resid_range_exclusive(struct resid *r, uint64_t start, uint64_t end)
 static uint64_t capped_range(struct resid *r, uint64_t start, uint64_t end)
 {
 	/* Only pages that are not the process's alone need smaps (read whole at each measure). */
-	uint64_t excl_only = count_pages(r, start, end, PM_PRESENT | PM_EXCLUSIVE);
-	if (read_range(r, start, end) == excl_only)
-		return excl_only;
+	uint64_t excl = count_pages(r, start, end, PM_PRESENT | PM_EXCLUSIVE);
+	uint64_t other = read_range(r, start, end) - excl;
+	if (!other)
+		return excl;
 	uint64_t bytes = 0;
 	while (start < end) {
 		uint64_t lo, hi, rss;
@@ -306,8 +306,8 @@ static uint64_t capped_range(struct resid *r, uint64_t start, uint64_t end)
 		if (start < lo)
 			start = lo;
 		uint64_t e = end < hi ? end : hi;
-		uint64_t excl = count_pages(r, start, e, PM_PRESENT | PM_EXCLUSIVE);
-		uint64_t other = read_range(r, start, e) - excl;
+		excl = count_pages(r, start, e, PM_PRESENT | PM_EXCLUSIVE);
+		other = read_range(r, start, e) - excl;
 		if (other) {
 			uint64_t excl_all = start == lo && e == hi ? excl : count_pages(r, lo, hi, PM_PRESENT | PM_EXCLUSIVE);
 			uint64_t left = rss > excl_all ? rss - excl_all : 0;
